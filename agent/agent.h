@@ -1,0 +1,32 @@
+/* agent.h: ddl-agent internals: the per-node, per-step daemon and the
+ * client side of its status command.
+ *
+ * The daemon is single-threaded: one poll() loop over its listening Unix
+ * socket, its clients and a signal descriptor.  It is not a library: these
+ * functions exist so that main.c stays a thin command-line front end.
+ */
+#ifndef DDL_AGENT_H
+#define DDL_AGENT_H
+
+#include <stdint.h>
+
+typedef struct {
+    const char *socket_path; /* where to listen (required) */
+    const char *step;        /* step id shown by `status` (required) */
+    uint32_t size;           /* ranks in the step's world (>= 1) */
+    int ready_fd;            /* written "1\n" and closed once listening; -1: none */
+    int parent_pid;          /* exit when this process dies (0: don't watch) */
+} ddl_agent_opts_t;
+
+/* ddl_agent_serve: run the daemon until SIGTERM/SIGINT or the parent's
+ * death; removes its socket file on the way out.  Returns the process exit
+ * status (0 clean, 1 start-up failure, already logged). */
+int ddl_agent_serve(const ddl_agent_opts_t *opts);
+
+/* ddl_agent_status: query one agent socket (path) or, with path NULL, every
+ * agent socket in the caller's runtime directory (all users' when run as
+ * root), and print a table or JSON on stdout.  Returns the exit status:
+ * 0 (printed, including "no steps"), 1 (an agent refused or failed). */
+int ddl_agent_status(const char *path, int json);
+
+#endif

@@ -1,0 +1,5 @@
+# agent/: ddl-agent, the per-node, per-step daemon and its status client.
+bin_PROGRAMS += agent/ddl-agent
+agent_ddl_agent_SOURCES = agent/main.c agent/agent.c agent/agent.h agent/status.c
+agent_ddl_agent_LDADD = common/libddlcommon.la
+EXTRA_DIST += agent/README.md

@@ -1,0 +1,148 @@
+/* ddl.h: the public API of libddl, ddl's collectives library.
+ *
+ * A training program links libddl (pkg-config ddl), calls ddl_init() once,
+ * then collectives on the world communicator, then ddl_finalize().  Started
+ * by `ddlrun -n N` or `srun --ddl`, the ranks find each other through the
+ * node's ddl-agent (the DDL_* environment says where); started alone, the
+ * program is a world of one rank and needs no agent.
+ *
+ * Threads: unless a function says otherwise, libddl is not thread-safe.
+ * Call ddl_init(), every collective and ddl_finalize() from one thread.
+ *
+ * Errors: every function that can fail returns a ddl_status_t: DDL_OK (0) on
+ * success, a negative code on failure.  ddl_status_str() names a code;
+ * ddl_last_error() gives the human-readable detail of the last failure in the
+ * calling thread (what failed, with the value, and what to do).
+ */
+#ifndef DDL_H
+#define DDL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ddl_version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes.  Values are part of the ABI and are never renumbered. */
+typedef enum {
+    DDL_OK = 0,
+    DDL_INPROGRESS = 1,           /* operation not complete yet */
+    DDL_ERR_INVALID = -1,         /* bad argument (NULL buffer, bad root...) */
+    DDL_ERR_NOMEM = -2,           /* out of memory */
+    DDL_ERR_NOT_INITIALIZED = -3, /* ddl_init() was not called, or failed */
+    DDL_ERR_ALREADY = -4,         /* ddl_init() called twice */
+    DDL_ERR_UNSUPPORTED = -5,     /* type/operation combination not offered */
+    DDL_ERR_BOOTSTRAP = -6,       /* could not reach the agent or peers */
+    DDL_ERR_TRANSPORT = -7,       /* UCX reported an error */
+    DDL_ERR_PEER = -8,            /* a peer rank failed or disconnected */
+    DDL_ERR_TIMEOUT = -9,         /* a bounded wait expired */
+    DDL_ERR_ABORTED = -10,        /* the communicator was aborted */
+    DDL_ERR_INTERNAL = -11,       /* a bug in ddl: please report it */
+} ddl_status_t;
+
+/* Element types.  Values are part of the ABI. */
+typedef enum {
+    DDL_FLOAT32 = 0,
+    DDL_FLOAT64 = 1,
+    DDL_INT32 = 2,
+    DDL_INT64 = 3,
+} ddl_dtype_t;
+
+/* Reductions.  DDL_AVG is the sum divided by the communicator size and is
+ * offered for floating-point types only.  Values are part of the ABI. */
+typedef enum {
+    DDL_SUM = 0,
+    DDL_PROD = 1,
+    DDL_MIN = 2,
+    DDL_MAX = 3,
+    DDL_AVG = 4,
+} ddl_op_t;
+
+/* A communicator: an ordered group of ranks.  Opaque; the world
+ * communicator is owned by libddl and valid from ddl_init() to
+ * ddl_finalize(). */
+typedef struct ddl_comm ddl_comm_t;
+
+/* Pass as the send buffer of ddl_allreduce() to reduce in place. */
+#define DDL_IN_PLACE ((const void *)1)
+
+/* ddl_status_str: a short constant name for a status ("DDL_ERR_PEER: a
+ * peer rank failed").  Never NULL; unknown codes get a generic string.
+ * Thread-safe. */
+const char *ddl_status_str(ddl_status_t status);
+
+/* ddl_last_error: the detail of the last failure in the calling thread, or ""
+ * if none.  The string is owned by libddl and valid until the next libddl
+ * call in this thread.  Thread-safe (per-thread storage). */
+const char *ddl_last_error(void);
+
+/* ddl_dtype_size: bytes per element of a type, or 0 for an unknown type. */
+size_t ddl_dtype_size(ddl_dtype_t dtype);
+
+/* ddl_init: join the job.  Reads the DDL_* environment set by ddlrun or
+ * ddl-launch; without it the process is a world of size 1.  Blocks until
+ * every rank of the world has called ddl_init() (bounded by
+ * DDL_BOOTSTRAP_TIMEOUT seconds, default 120).
+ * Returns DDL_OK; DDL_ERR_ALREADY if already initialised; DDL_ERR_INVALID for
+ * a malformed DDL_* variable; DDL_ERR_BOOTSTRAP if the agent cannot be reached
+ * or the exchange times out; DDL_ERR_TRANSPORT if UCX cannot start.  On
+ * failure nothing stays allocated and ddl_init() may be retried. */
+ddl_status_t ddl_init(void);
+
+/* ddl_finalize: leave the job.  Collective: blocks until every rank has
+ * called it, then releases every resource.  Returns DDL_OK, or
+ * DDL_ERR_NOT_INITIALIZED; a transport error during teardown is returned
+ * but resources are released all the same. */
+ddl_status_t ddl_finalize(void);
+
+/* Identity of this process, valid between ddl_init() and ddl_finalize()
+ * (before: rank 0 of a world of 1).  Thread-safe once initialised. */
+int ddl_rank(void);       /* 0 .. ddl_size()-1 */
+int ddl_size(void);       /* ranks in the world */
+int ddl_local_rank(void); /* rank among the ranks on this node */
+int ddl_local_size(void); /* ranks on this node */
+int ddl_node_id(void);    /* 0 .. ddl_num_nodes()-1 */
+int ddl_num_nodes(void);  /* nodes in the world */
+
+/* ddl_comm_world: the communicator of all ranks, or NULL before ddl_init().
+ * Not owned by the caller. */
+ddl_comm_t *ddl_comm_world(void);
+
+/* ddl_comm_rank / ddl_comm_size: this process's rank in comm and the
+ * number of ranks in it; -1 if comm is NULL. */
+int ddl_comm_rank(const ddl_comm_t *comm);
+int ddl_comm_size(const ddl_comm_t *comm);
+
+/* ddl_allreduce: recvbuf[i] = sendbuf[i] (op) over every rank, i < count.
+ * Collective and blocking: every rank of comm calls it with the same count,
+ * dtype and op.  sendbuf may equal recvbuf or be DDL_IN_PLACE; otherwise the
+ * buffers must not overlap.  Buffers stay owned by the caller.  The result is
+ * bit-identical on every rank (a fixed reduction order), so data-parallel
+ * replicas do not drift.  count may be 0.
+ * Returns DDL_OK; DDL_ERR_INVALID (NULL buffer with count > 0, unknown
+ * dtype/op); DDL_ERR_UNSUPPORTED (DDL_AVG on an integer type);
+ * DDL_ERR_NOMEM; DDL_ERR_TRANSPORT or DDL_ERR_PEER when a peer fails.  On
+ * error recvbuf contents are undefined. */
+ddl_status_t ddl_allreduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                           size_t count, ddl_dtype_t dtype, ddl_op_t op);
+
+/* ddl_bcast: copy count elements of buf from rank root to every rank of
+ * comm.  Collective and blocking; same count, dtype and root on every rank.
+ * Returns DDL_OK; DDL_ERR_INVALID (bad root, NULL buffer with count > 0);
+ * DDL_ERR_TRANSPORT or DDL_ERR_PEER. */
+ddl_status_t ddl_bcast(ddl_comm_t *comm, void *buf, size_t count,
+                       ddl_dtype_t dtype, int root);
+
+/* ddl_barrier: return only after every rank of comm has entered it.
+ * Collective and blocking.  Returns DDL_OK, DDL_ERR_TRANSPORT or
+ * DDL_ERR_PEER. */
+ddl_status_t ddl_barrier(ddl_comm_t *comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DDL_H */

@@ -1,0 +1,265 @@
+/* init.c: libddl's life cycle and public entry points.
+ *
+ * ddl_init() reads the DDL_* environment (set by ddlrun or ddl-launch),
+ * starts UCX and exchanges worker addresses with every rank through the
+ * node's ddl-agent (an allgather the agent serves); with no environment the
+ * process is a world of one.  The collective entry points validate their
+ * arguments and dispatch to one algorithm file each.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ddl_int.h"
+#include "log.h"
+#include "proto.h"
+#include "sock.h"
+#include "util.h"
+
+ddl_ctx_t ddl_ctx = {.size = 1, .local_size = 1, .nnodes = 1, .agent_fd = -1, .failed_peer = -1};
+
+#define DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S 120
+
+/* env_int: read an integer variable in [min, max]; def when unset. */
+static ddl_status_t env_int(const char *name, long min, long max, long def, int *out)
+{
+    const char *v = getenv(name);
+    long x;
+    if (!v || !*v) {
+        *out = (int)def;
+        return DDL_OK;
+    }
+    if (ddl_parse_long(v, min, max, &x) < 0)
+        return ddl_fail(DDL_ERR_INVALID, "%s='%s' is not a number in %ld-%ld: start the program "
+                        "with ddlrun or srun --ddl, or unset it", name, v, min, max);
+    *out = (int)x;
+    return DDL_OK;
+}
+
+static ddl_status_t read_env(void)
+{
+    ddl_status_t st;
+    int gen;
+    if ((st = env_int("DDL_SIZE", 1, 0xffffff, 1, &ddl_ctx.size)) != DDL_OK ||
+        (st = env_int("DDL_RANK", 0, ddl_ctx.size - 1, 0, &ddl_ctx.rank)) != DDL_OK ||
+        (st = env_int("DDL_LOCAL_SIZE", 1, ddl_ctx.size, ddl_ctx.size, &ddl_ctx.local_size)) !=
+            DDL_OK ||
+        (st = env_int("DDL_LOCAL_RANK", 0, ddl_ctx.local_size - 1, ddl_ctx.rank % ddl_ctx.local_size,
+                      &ddl_ctx.local_rank)) != DDL_OK ||
+        (st = env_int("DDL_NNODES", 1, ddl_ctx.size, 1, &ddl_ctx.nnodes)) != DDL_OK ||
+        (st = env_int("DDL_NODE_ID", 0, ddl_ctx.nnodes - 1, 0, &ddl_ctx.node_id)) != DDL_OK ||
+        (st = env_int("DDL_GENERATION", 0, 0x7fffffff, 0, &gen)) != DDL_OK)
+        return st;
+    ddl_ctx.gen = (uint32_t)gen;
+    return DDL_OK;
+}
+
+/* bootstrap: send our UCX address to the agent and receive everyone's. */
+static ddl_status_t bootstrap(const void *addr, size_t addr_len)
+{
+    const char *sock = getenv("DDL_AGENT_SOCK");
+    ddl_error_t err;
+    int timeout_s;
+    ddl_status_t st;
+    ddl_msg_t res;
+
+    if (!sock || !*sock)
+        return ddl_fail(DDL_ERR_BOOTSTRAP, "DDL_SIZE=%d but DDL_AGENT_SOCK is not set: start the "
+                        "program with ddlrun -n N or srun --ddl", ddl_ctx.size);
+    if ((st = env_int("DDL_BOOTSTRAP_TIMEOUT", 1, 86400, DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S,
+                      &timeout_s)) != DDL_OK)
+        return st;
+    ddl_ctx.agent_fd = ddl_sock_connect(sock, 5000, &err);
+    if (ddl_ctx.agent_fd < 0)
+        return ddl_fail(DDL_ERR_BOOTSTRAP, "rank %d: %s", ddl_ctx.rank, err.text);
+
+    ddl_msg_t req = {.type = DDL_MSG_ALLGATHER};
+    req.u.allgather.gen = ddl_ctx.gen;
+    req.u.allgather.seq = 0;
+    req.u.allgather.rank = (uint32_t)ddl_ctx.rank;
+    req.u.allgather.size = (uint32_t)ddl_ctx.size;
+    req.u.allgather.len = (uint32_t)addr_len;
+    req.u.allgather.data = (uint8_t *)addr;
+    if (ddl_proto_send(ddl_ctx.agent_fd, &req) < 0)
+        return ddl_fail(DDL_ERR_BOOTSTRAP, "rank %d: cannot send to the agent at %s: %s",
+                        ddl_ctx.rank, sock, strerror(errno));
+    if (ddl_proto_recv(ddl_ctx.agent_fd, &res, timeout_s * 1000, &err) < 0)
+        return ddl_fail(DDL_ERR_BOOTSTRAP, "rank %d: no address exchange from the agent at %s "
+                        "within %d s (DDL_BOOTSTRAP_TIMEOUT): %s", ddl_ctx.rank, sock, timeout_s,
+                        err.text);
+    if (res.type == DDL_MSG_ERROR) {
+        st = ddl_fail(DDL_ERR_BOOTSTRAP, "rank %d: the agent refused the exchange: %s",
+                      ddl_ctx.rank, res.u.error.text);
+        ddl_msg_clear(&res);
+        return st;
+    }
+    if (res.type != DDL_MSG_ALLGATHER_RESULT ||
+        res.u.allgather_result.count != (uint32_t)ddl_ctx.size) {
+        st = ddl_fail(DDL_ERR_BOOTSTRAP, "rank %d: unexpected %s answer from the agent",
+                      ddl_ctx.rank, ddl_msg_type_str(res.type));
+        ddl_msg_clear(&res);
+        return st;
+    }
+    ddl_ctx.peer_off = calloc((size_t)ddl_ctx.size, sizeof *ddl_ctx.peer_off);
+    ddl_ctx.eps = calloc((size_t)ddl_ctx.size, sizeof *ddl_ctx.eps);
+    if (!ddl_ctx.peer_off || !ddl_ctx.eps) {
+        ddl_msg_clear(&res);
+        return ddl_fail(DDL_ERR_NOMEM, "out of memory for %d peers", ddl_ctx.size);
+    }
+    size_t off = 0;
+    for (int i = 0; i < ddl_ctx.size; i++) {
+        ddl_ctx.peer_off[i] = off;
+        off += res.u.allgather_result.lens[i];
+    }
+    ddl_ctx.peer_addrs = res.u.allgather_result.data; /* take ownership */
+    res.u.allgather_result.data = NULL;
+    ddl_msg_clear(&res);
+    return DDL_OK;
+}
+
+static void release(void)
+{
+    ddl_tl_fini();
+    if (ddl_ctx.agent_fd >= 0)
+        close(ddl_ctx.agent_fd);
+    free(ddl_ctx.peer_addrs);
+    free(ddl_ctx.peer_off);
+    free(ddl_ctx.eps);
+    ddl_ctx = (ddl_ctx_t){.size = 1, .local_size = 1, .nnodes = 1, .agent_fd = -1,
+                          .failed_peer = -1};
+}
+
+ddl_status_t ddl_init(void)
+{
+    ddl_status_t st;
+    void *addr = NULL;
+    size_t addr_len = 0;
+
+    ddl_clear_error();
+    if (ddl_ctx.initialized)
+        return ddl_fail(DDL_ERR_ALREADY, "ddl_init() was already called");
+    ddl_log_init("ddl", DDL_LOG_WARN);
+    if ((st = read_env()) != DDL_OK) {
+        release();
+        return st;
+    }
+    if (ddl_ctx.size > 1) {
+        st = ddl_tl_init(&addr, &addr_len);
+        if (st == DDL_OK)
+            st = bootstrap(addr, addr_len);
+        ddl_tl_release_address(addr);
+        if (st != DDL_OK) {
+            release();
+            return st;
+        }
+    }
+    ddl_ctx.world = (ddl_comm_t){.rank = ddl_ctx.rank, .size = ddl_ctx.size, .id = 0};
+    ddl_ctx.initialized = 1;
+    ddl_debug("rank %d of %d initialised (local %d of %d, node %d of %d)", ddl_ctx.rank,
+              ddl_ctx.size, ddl_ctx.local_rank, ddl_ctx.local_size, ddl_ctx.node_id,
+              ddl_ctx.nnodes);
+    return DDL_OK;
+}
+
+ddl_status_t ddl_finalize(void)
+{
+    ddl_status_t st = DDL_OK;
+    ddl_clear_error();
+    if (!ddl_ctx.initialized)
+        return ddl_fail(DDL_ERR_NOT_INITIALIZED, "ddl_finalize() without a successful ddl_init()");
+    /* No rank tears down its endpoints while a peer may still send to it. */
+    if (ddl_ctx.size > 1 && ddl_ctx.failed_peer < 0)
+        st = ddl_barrier_dissemination(&ddl_ctx.world);
+    release();
+    return st;
+}
+
+int ddl_rank(void) { return ddl_ctx.rank; }
+int ddl_size(void) { return ddl_ctx.size; }
+int ddl_local_rank(void) { return ddl_ctx.local_rank; }
+int ddl_local_size(void) { return ddl_ctx.local_size; }
+int ddl_node_id(void) { return ddl_ctx.node_id; }
+int ddl_num_nodes(void) { return ddl_ctx.nnodes; }
+
+ddl_comm_t *ddl_comm_world(void)
+{
+    return ddl_ctx.initialized ? &ddl_ctx.world : NULL;
+}
+
+int ddl_comm_rank(const ddl_comm_t *comm)
+{
+    return comm ? comm->rank : -1;
+}
+
+int ddl_comm_size(const ddl_comm_t *comm)
+{
+    return comm ? comm->size : -1;
+}
+
+static ddl_status_t check_comm(const ddl_comm_t *comm)
+{
+    if (!ddl_ctx.initialized)
+        return ddl_fail(DDL_ERR_NOT_INITIALIZED, "call ddl_init() before any collective");
+    if (!comm)
+        return ddl_fail(DDL_ERR_INVALID, "communicator is NULL");
+    if (ddl_ctx.failed_peer >= 0)
+        return ddl_fail(DDL_ERR_PEER, "rank %d failed earlier; the job must restart",
+                        ddl_ctx.failed_peer);
+    return DDL_OK;
+}
+
+ddl_status_t ddl_allreduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                           ddl_dtype_t dtype, ddl_op_t op)
+{
+    ddl_status_t st;
+    ddl_clear_error();
+    if ((st = check_comm(comm)) != DDL_OK || (st = ddl_check_dtype_op(dtype, op)) != DDL_OK)
+        return st;
+    if (count == 0)
+        return DDL_OK;
+    if (!recvbuf || !sendbuf)
+        return ddl_fail(DDL_ERR_INVALID, "allreduce of %zu elements with a NULL buffer", count);
+    size_t es = ddl_dtype_size(dtype);
+    if (count > SIZE_MAX / es)
+        return ddl_fail(DDL_ERR_INVALID, "allreduce count %zu overflows", count);
+    if (sendbuf != DDL_IN_PLACE && sendbuf != recvbuf)
+        memcpy(recvbuf, sendbuf, count * es);
+    if (comm->size == 1)
+        return DDL_OK; /* sum, min, max, prod and avg of one value are the value */
+    return ddl_allreduce_ring(comm, recvbuf, count, dtype, op);
+}
+
+ddl_status_t ddl_bcast(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype, int root)
+{
+    ddl_status_t st;
+    ddl_clear_error();
+    if ((st = check_comm(comm)) != DDL_OK)
+        return st;
+    if (root < 0 || root >= comm->size)
+        return ddl_fail(DDL_ERR_INVALID, "bcast root %d is not a rank of the communicator (0-%d)",
+                        root, comm->size - 1);
+    size_t es = ddl_dtype_size(dtype);
+    if (es == 0)
+        return ddl_fail(DDL_ERR_INVALID, "unknown data type %d", (int)dtype);
+    if (count > 0 && !buf)
+        return ddl_fail(DDL_ERR_INVALID, "bcast of %zu elements with a NULL buffer", count);
+    if (count > SIZE_MAX / es)
+        return ddl_fail(DDL_ERR_INVALID, "bcast count %zu overflows", count);
+    if (comm->size == 1 || count == 0)
+        return DDL_OK;
+    return ddl_bcast_binomial(comm, buf, count * es, root);
+}
+
+ddl_status_t ddl_barrier(ddl_comm_t *comm)
+{
+    ddl_status_t st;
+    ddl_clear_error();
+    if ((st = check_comm(comm)) != DDL_OK)
+        return st;
+    if (comm->size == 1)
+        return DDL_OK;
+    return ddl_barrier_dissemination(comm);
+}

@@ -1,0 +1,248 @@
+/* ucx.c: libddl's transport over UCX's tag API: one context and worker per
+ * process, one endpoint per peer created on first use, non-blocking send and
+ * receive, and a wait loop that progresses the worker.
+ *
+ * The user's UCX_* environment is honoured (ucp_config_read).  The wait loop
+ * spins briefly and then yields the CPU, because training jobs often run
+ * more ranks than cores while a rank waits for a slower peer.  UCX statuses
+ * are mapped to ddl_status_t here and nowhere else.
+ */
+#include "config.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ddl_int.h"
+#include "log.h"
+
+/* Iterations without progress before the wait loop starts to yield. */
+#define DDL_SPIN_BEFORE_YIELD 64
+
+static ddl_status_t from_ucs(ucs_status_t st)
+{
+    switch (st) {
+    case UCS_OK: return DDL_OK;
+    case UCS_INPROGRESS: return DDL_INPROGRESS;
+    case UCS_ERR_NO_MEMORY: return DDL_ERR_NOMEM;
+    case UCS_ERR_INVALID_PARAM: return DDL_ERR_INVALID;
+    case UCS_ERR_UNSUPPORTED: return DDL_ERR_UNSUPPORTED;
+    case UCS_ERR_TIMED_OUT: return DDL_ERR_TIMEOUT;
+    case UCS_ERR_CANCELED: return DDL_ERR_ABORTED;
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_UNREACHABLE: return DDL_ERR_PEER;
+    default: return DDL_ERR_TRANSPORT;
+    }
+}
+
+ddl_status_t ddl_tl_init(void **addr, size_t *addr_len)
+{
+    ucp_config_t *cfg;
+    ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
+    if (st != UCS_OK)
+        return ddl_fail(DDL_ERR_TRANSPORT, "cannot read the UCX configuration: %s (check UCX_* "
+                        "variables)", ucs_status_string(st));
+    ucp_params_t params = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS,
+        .features = UCP_FEATURE_TAG,
+        .estimated_num_eps = (size_t)ddl_ctx.size,
+    };
+    st = ucp_init(&params, cfg, &ddl_ctx.ucp);
+    ucp_config_release(cfg);
+    if (st != UCS_OK)
+        return ddl_fail(DDL_ERR_TRANSPORT, "ucp_init failed: %s", ucs_status_string(st));
+
+    ucp_worker_params_t wp = {
+        .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+        .thread_mode = UCS_THREAD_MODE_SINGLE,
+    };
+    st = ucp_worker_create(ddl_ctx.ucp, &wp, &ddl_ctx.worker);
+    if (st != UCS_OK) {
+        ucp_cleanup(ddl_ctx.ucp);
+        ddl_ctx.ucp = NULL;
+        return ddl_fail(DDL_ERR_TRANSPORT, "ucp_worker_create failed: %s", ucs_status_string(st));
+    }
+    ucp_address_t *a;
+    st = ucp_worker_get_address(ddl_ctx.worker, &a, addr_len);
+    if (st != UCS_OK) {
+        ddl_tl_fini();
+        return ddl_fail(DDL_ERR_TRANSPORT, "ucp_worker_get_address failed: %s",
+                        ucs_status_string(st));
+    }
+    *addr = a;
+    return DDL_OK;
+}
+
+void ddl_tl_release_address(void *addr)
+{
+    if (addr && ddl_ctx.worker)
+        ucp_worker_release_address(ddl_ctx.worker, addr);
+}
+
+static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    int peer = (int)(intptr_t)arg;
+    if (ddl_ctx.failed_peer < 0) {
+        ddl_ctx.failed_peer = peer;
+        ddl_ctx.failed_status = status;
+    }
+}
+
+static ucp_ep_h get_ep(int world_peer, ddl_status_t *st)
+{
+    if (ddl_ctx.eps[world_peer])
+        return ddl_ctx.eps[world_peer];
+    ucp_ep_params_t ep = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = (const ucp_address_t *)(ddl_ctx.peer_addrs + ddl_ctx.peer_off[world_peer]),
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = ep_error_cb, .arg = (void *)(intptr_t)world_peer},
+    };
+    ucs_status_t us = ucp_ep_create(ddl_ctx.worker, &ep, &ddl_ctx.eps[world_peer]);
+    if (us != UCS_OK) {
+        ddl_ctx.eps[world_peer] = NULL;
+        *st = ddl_fail(from_ucs(us), "cannot connect to rank %d: %s", world_peer,
+                       ucs_status_string(us));
+        return NULL;
+    }
+    return ddl_ctx.eps[world_peer];
+}
+
+static int world_of(const ddl_comm_t *comm, int r)
+{
+    return comm->world_ranks ? comm->world_ranks[r] : r;
+}
+
+static ddl_status_t post_result(void *ptr, void **req, const char *what, int peer)
+{
+    if (ptr == NULL) {
+        *req = NULL;
+        return DDL_OK;
+    }
+    if (UCS_PTR_IS_ERR(ptr)) {
+        ucs_status_t us = UCS_PTR_STATUS(ptr);
+        *req = NULL;
+        return ddl_fail(from_ucs(us), "%s rank %d failed: %s", what, peer, ucs_status_string(us));
+    }
+    *req = ptr;
+    return DDL_OK;
+}
+
+ddl_status_t ddl_tl_isend(ddl_comm_t *comm, int dst, const void *buf, size_t len, uint64_t tag,
+                          void **req)
+{
+    ddl_status_t st = DDL_OK;
+    int peer = world_of(comm, dst);
+    ucp_ep_h ep = get_ep(peer, &st);
+    if (!ep)
+        return st;
+    ucp_request_param_t p = {0};
+    return post_result(ucp_tag_send_nbx(ep, buf, len, tag, &p), req, "send to", peer);
+}
+
+ddl_status_t ddl_tl_irecv(ddl_comm_t *comm, void *buf, size_t len, uint64_t tag, void **req)
+{
+    ucp_request_param_t p = {0};
+    int peer = world_of(comm, (int)(tag & 0xffffff));
+    return post_result(ucp_tag_recv_nbx(ddl_ctx.worker, buf, len, tag, UINT64_MAX, &p), req,
+                       "receive from", peer);
+}
+
+ddl_status_t ddl_tl_waitall(void **reqs, int n)
+{
+    ddl_status_t result = DDL_OK;
+    int idle = 0;
+    for (;;) {
+        int pending = 0;
+        for (int i = 0; i < n; i++) {
+            if (!reqs[i])
+                continue;
+            ucs_status_t us = ucp_request_check_status(reqs[i]);
+            if (us == UCS_INPROGRESS) {
+                pending++;
+                continue;
+            }
+            if (us != UCS_OK && result == DDL_OK)
+                result = ddl_fail(from_ucs(us), "transfer failed: %s", ucs_status_string(us));
+            ucp_request_free(reqs[i]);
+            reqs[i] = NULL;
+        }
+        if (!pending)
+            return result;
+        if (ddl_ctx.failed_peer >= 0 || result != DDL_OK) {
+            if (result == DDL_OK)
+                result = ddl_fail(DDL_ERR_PEER, "connection to rank %d failed: %s",
+                                  ddl_ctx.failed_peer,
+                                  ucs_status_string(ddl_ctx.failed_status));
+            for (int i = 0; i < n; i++) {
+                if (!reqs[i])
+                    continue;
+                ucp_request_cancel(ddl_ctx.worker, reqs[i]);
+                while (ucp_request_check_status(reqs[i]) == UCS_INPROGRESS)
+                    ucp_worker_progress(ddl_ctx.worker);
+                ucp_request_free(reqs[i]);
+                reqs[i] = NULL;
+            }
+            return result;
+        }
+        if (ucp_worker_progress(ddl_ctx.worker))
+            idle = 0;
+        else if (++idle > DDL_SPIN_BEFORE_YIELD)
+            sched_yield();
+    }
+}
+
+ddl_status_t ddl_tl_sendrecv(ddl_comm_t *comm, uint32_t seq, int dst, const void *sbuf,
+                             size_t slen, int src, void *rbuf, size_t rlen)
+{
+    void *reqs[2] = {NULL, NULL};
+    ddl_status_t st = ddl_tl_irecv(comm, rbuf, rlen, ddl_tag(comm, seq, src), &reqs[0]);
+    if (st != DDL_OK)
+        return st;
+    st = ddl_tl_isend(comm, dst, sbuf, slen, ddl_tag(comm, seq, comm->rank), &reqs[1]);
+    if (st != DDL_OK) {
+        ddl_tl_waitall(reqs, 1);
+        return st;
+    }
+    return ddl_tl_waitall(reqs, 2);
+}
+
+/* close_eps: flush and close every endpoint, forcing those that have not
+ * closed within a few seconds (a peer that already exited). */
+static void close_eps(void)
+{
+    const int64_t limit = 200000; /* progress iterations, then force */
+    for (int i = 0; i < ddl_ctx.size; i++) {
+        if (!ddl_ctx.eps[i])
+            continue;
+        ucp_request_param_t p = {0};
+        void *req = ucp_ep_close_nbx(ddl_ctx.eps[i], &p);
+        int64_t spins = 0;
+        while (req && UCS_PTR_IS_PTR(req) && ucp_request_check_status(req) == UCS_INPROGRESS) {
+            ucp_worker_progress(ddl_ctx.worker);
+            if (++spins == limit) {
+                ucp_request_cancel(ddl_ctx.worker, req);
+                ddl_debug("endpoint to rank %d did not close cleanly", i);
+            }
+            if (spins > limit)
+                sched_yield();
+        }
+        if (req && UCS_PTR_IS_PTR(req))
+            ucp_request_free(req);
+        ddl_ctx.eps[i] = NULL;
+    }
+}
+
+void ddl_tl_fini(void)
+{
+    if (ddl_ctx.eps)
+        close_eps();
+    if (ddl_ctx.worker)
+        ucp_worker_destroy(ddl_ctx.worker);
+    if (ddl_ctx.ucp)
+        ucp_cleanup(ddl_ctx.ucp);
+    ddl_ctx.worker = NULL;
+    ddl_ctx.ucp = NULL;
+}

@@ -1,0 +1,8 @@
+# common/: internals shared by every component (no dependency on the others).
+noinst_LTLIBRARIES += common/libddlcommon.la
+common_libddlcommon_la_SOURCES = \
+    common/log.c common/log.h \
+    common/util.c common/util.h \
+    common/proto.c common/proto.h \
+    common/sock.c common/sock.h
+EXTRA_DIST += common/README.md

@@ -1,0 +1,54 @@
+/* log.h: ddl's one logger.
+ *
+ * Every line goes to stderr as "<component>: <message>" ("ddlrun: rank 2 was
+ * killed by signal 9"), with "warning: " or "debug: " after the prefix for
+ * those levels.  The level comes from ddl_log_init() or, if set, the
+ * DDL_LOG_LEVEL environment variable (error, warn, info, debug, trace or
+ * 0-4).  Messages are lower case, one line, and say what failed with the
+ * value and the fix.  The plugin never uses this logger (slurm_* only).
+ * Thread-safe: each line is written with one write(2).
+ */
+#ifndef DDL_LOG_H
+#define DDL_LOG_H
+
+#include <stdarg.h>
+
+typedef enum {
+    DDL_LOG_ERROR = 0,
+    DDL_LOG_WARN = 1,
+    DDL_LOG_INFO = 2,
+    DDL_LOG_DEBUG = 3,
+    DDL_LOG_TRACE = 4,
+} ddl_log_level_t;
+
+/* ddl_log_init: set the component prefix (copied) and the default level;
+ * DDL_LOG_LEVEL, when valid, overrides the level. */
+void ddl_log_init(const char *component, ddl_log_level_t level);
+
+/* ddl_log_set_level / ddl_log_get_level: change or read the level. */
+void ddl_log_set_level(ddl_log_level_t level);
+ddl_log_level_t ddl_log_get_level(void);
+
+/* ddl_log_parse_level: "warn" or "1" -> DDL_LOG_WARN; -1 if not a level. */
+int ddl_log_parse_level(const char *text);
+
+void ddl_log(ddl_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void ddl_vlog(ddl_log_level_t level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+#define ddl_error(...) ddl_log(DDL_LOG_ERROR, __VA_ARGS__)
+#define ddl_warn(...) ddl_log(DDL_LOG_WARN, __VA_ARGS__)
+#define ddl_info(...) ddl_log(DDL_LOG_INFO, __VA_ARGS__)
+#define ddl_debug(...)                                                       \
+    do {                                                                     \
+        if (ddl_log_get_level() >= DDL_LOG_DEBUG)                            \
+            ddl_log(DDL_LOG_DEBUG, __VA_ARGS__);                             \
+    } while (0)
+#define ddl_trace(...)                                                       \
+    do {                                                                     \
+        if (ddl_log_get_level() >= DDL_LOG_TRACE)                            \
+            ddl_log(DDL_LOG_TRACE, __VA_ARGS__);                             \
+    } while (0)
+
+#endif

@@ -1,0 +1,521 @@
+/* proto.c: encoder and strict decoder for ddl's framed wire protocol (see
+ * proto.h).  The decoder validates every length against what is left of the
+ * body before reading, so malformed input yields EPROTO, never an overread. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proto.h"
+
+const char *ddl_rank_state_str(int state)
+{
+    static const char *const names[] = {"pending", "starting", "running", "exited", "failed"};
+    return state >= 0 && state <= DDL_RANK_STATE_MAX ? names[state] : "unknown";
+}
+
+const char *ddl_msg_type_str(int type)
+{
+    static const char *const names[] = {"",       "ERROR",      "REGISTER", "RANK_STATE",
+                                        "ALLGATHER", "ALLGATHER_RESULT", "STATUS_REQ",
+                                        "STATUS", "ACK"};
+    return type >= DDL_MSG_ERROR && type <= DDL_MSG_ACK ? names[type] : "unknown";
+}
+
+void ddl_msg_clear(ddl_msg_t *msg)
+{
+    if (!msg)
+        return;
+    switch (msg->type) {
+    case DDL_MSG_ERROR:
+        free(msg->u.error.text);
+        break;
+    case DDL_MSG_ALLGATHER:
+        free(msg->u.allgather.data);
+        break;
+    case DDL_MSG_ALLGATHER_RESULT:
+        free(msg->u.allgather_result.lens);
+        free(msg->u.allgather_result.data);
+        break;
+    case DDL_MSG_STATUS:
+        free(msg->u.status.step);
+        free(msg->u.status.ranks);
+        break;
+    default:
+        break;
+    }
+    memset(msg, 0, sizeof *msg);
+}
+
+/* ---------------------------------------------------------------- encoding */
+
+typedef struct {
+    uint8_t *buf;
+    size_t len, cap;
+    int failed; /* errno of the first failure, sticky */
+} wbuf_t;
+
+static void w_bytes_raw(wbuf_t *w, const void *p, size_t n)
+{
+    if (w->failed)
+        return;
+    if (w->len + n > w->cap) {
+        size_t cap = w->cap ? w->cap : 256;
+        while (cap < w->len + n)
+            cap *= 2;
+        uint8_t *nb = realloc(w->buf, cap);
+        if (!nb) {
+            w->failed = ENOMEM;
+            return;
+        }
+        w->buf = nb;
+        w->cap = cap;
+    }
+    if (n)
+        memcpy(w->buf + w->len, p, n);
+    w->len += n;
+}
+
+static void w_u8(wbuf_t *w, uint8_t v)
+{
+    w_bytes_raw(w, &v, 1);
+}
+
+static void w_u16(wbuf_t *w, uint16_t v)
+{
+    uint16_t n = htons(v);
+    w_bytes_raw(w, &n, 2);
+}
+
+static void w_u32(wbuf_t *w, uint32_t v)
+{
+    uint32_t n = htonl(v);
+    w_bytes_raw(w, &n, 4);
+}
+
+static void w_i32(wbuf_t *w, int32_t v)
+{
+    w_u32(w, (uint32_t)v);
+}
+
+static void w_blob(wbuf_t *w, const void *p, uint32_t n)
+{
+    if (n && !p && !w->failed)
+        w->failed = EINVAL;
+    w_u32(w, n);
+    w_bytes_raw(w, p, n);
+}
+
+static void w_str(wbuf_t *w, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n > DDL_PROTO_MAX_STR) {
+        if (!w->failed)
+            w->failed = EINVAL;
+        return;
+    }
+    w_blob(w, s, (uint32_t)n);
+}
+
+int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
+{
+    wbuf_t w = {0};
+    const typeof(msg->u) *u = &msg->u;
+
+    w_u32(&w, DDL_PROTO_MAGIC);
+    w_u8(&w, DDL_PROTO_MAJOR);
+    w_u8(&w, DDL_PROTO_MINOR);
+    w_u16(&w, msg->type);
+    w_u32(&w, 0); /* body length, patched below */
+
+    switch (msg->type) {
+    case DDL_MSG_ERROR:
+        w_i32(&w, u->error.code);
+        w_str(&w, u->error.text);
+        break;
+    case DDL_MSG_REGISTER:
+        w_u32(&w, u->reg.rank);
+        w_i32(&w, u->reg.pid);
+        break;
+    case DDL_MSG_RANK_STATE:
+        w_u32(&w, u->rank_state.rank);
+        w_u8(&w, u->rank_state.state);
+        w_i32(&w, u->rank_state.pid);
+        w_i32(&w, u->rank_state.wstatus);
+        break;
+    case DDL_MSG_ALLGATHER:
+        w_u32(&w, u->allgather.gen);
+        w_u32(&w, u->allgather.seq);
+        w_u32(&w, u->allgather.rank);
+        w_u32(&w, u->allgather.size);
+        w_blob(&w, u->allgather.data, u->allgather.len);
+        break;
+    case DDL_MSG_ALLGATHER_RESULT: {
+        const uint8_t *p = u->allgather_result.data;
+        w_u32(&w, u->allgather_result.gen);
+        w_u32(&w, u->allgather_result.seq);
+        w_u32(&w, u->allgather_result.count);
+        if (u->allgather_result.count && !u->allgather_result.lens && !w.failed)
+            w.failed = EINVAL;
+        for (uint32_t i = 0; i < u->allgather_result.count && !w.failed; i++) {
+            w_blob(&w, p, u->allgather_result.lens[i]);
+            p += u->allgather_result.lens[i];
+        }
+        break;
+    }
+    case DDL_MSG_STATUS:
+        w_str(&w, u->status.step);
+        w_u32(&w, u->status.size);
+        w_u32(&w, u->status.gen);
+        w_i32(&w, u->status.agent_pid);
+        w_u32(&w, u->status.nranks);
+        if (u->status.nranks && !u->status.ranks && !w.failed)
+            w.failed = EINVAL;
+        for (uint32_t i = 0; i < u->status.nranks && !w.failed; i++) {
+            const ddl_rank_info_t *r = &u->status.ranks[i];
+            w_u32(&w, r->rank);
+            w_u8(&w, r->state);
+            w_i32(&w, r->pid);
+            w_i32(&w, r->wpid);
+            w_i32(&w, r->wstatus);
+        }
+        break;
+    case DDL_MSG_STATUS_REQ:
+    case DDL_MSG_ACK:
+        break;
+    default:
+        w.failed = EINVAL;
+        break;
+    }
+    if (!w.failed && w.len - DDL_PROTO_HDR_LEN > DDL_PROTO_MAX_BODY)
+        w.failed = EMSGSIZE;
+    if (w.failed) {
+        free(w.buf);
+        errno = w.failed;
+        return -1;
+    }
+    uint32_t body = htonl((uint32_t)(w.len - DDL_PROTO_HDR_LEN));
+    memcpy(w.buf + 8, &body, 4);
+    *frame = w.buf;
+    *len = w.len;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- decoding */
+
+typedef struct {
+    const uint8_t *p;
+    size_t left;
+    const char *what; /* the first field that did not fit, for the message */
+} rbuf_t;
+
+static int r_need(rbuf_t *r, size_t n, const char *what)
+{
+    if (r->left < n) {
+        if (!r->what)
+            r->what = what;
+        return -1;
+    }
+    return 0;
+}
+
+static uint32_t r_u32(rbuf_t *r, const char *what)
+{
+    uint32_t v = 0;
+    if (r_need(r, 4, what) == 0) {
+        memcpy(&v, r->p, 4);
+        r->p += 4;
+        r->left -= 4;
+    }
+    return ntohl(v);
+}
+
+static uint8_t r_u8(rbuf_t *r, const char *what)
+{
+    uint8_t v = 0;
+    if (r_need(r, 1, what) == 0) {
+        v = *r->p++;
+        r->left--;
+    }
+    return v;
+}
+
+static int32_t r_i32(rbuf_t *r, const char *what)
+{
+    return (int32_t)r_u32(r, what);
+}
+
+/* r_blob: point *out at the next blob inside the body (not copied). */
+static uint32_t r_blob(rbuf_t *r, const uint8_t **out, const char *what)
+{
+    uint32_t n = r_u32(r, what);
+    *out = NULL;
+    if (r->what || r_need(r, n, what) < 0)
+        return 0;
+    *out = r->p;
+    r->p += n;
+    r->left -= n;
+    return n;
+}
+
+static char *r_str(rbuf_t *r, const char *what, int *nomem)
+{
+    const uint8_t *s;
+    uint32_t n = r_blob(r, &s, what);
+    if (r->what)
+        return NULL;
+    if (n > DDL_PROTO_MAX_STR || memchr(s, '\0', n)) {
+        r->what = what;
+        return NULL;
+    }
+    char *out = malloc(n + 1);
+    if (!out) {
+        *nomem = 1;
+        return NULL;
+    }
+    memcpy(out, s, n);
+    out[n] = '\0';
+    return out;
+}
+
+static int malformed(ddl_msg_t *msg, ddl_error_t *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int malformed(ddl_msg_t *msg, ddl_error_t *err, const char *fmt, ...)
+{
+    ddl_msg_clear(msg);
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->text, sizeof err->text, fmt, ap);
+        va_end(ap);
+    }
+    errno = EPROTO;
+    return -1;
+}
+
+ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_error_t *err)
+{
+    uint32_t magic, body;
+    uint16_t type;
+    int nomem = 0;
+
+    memset(msg, 0, sizeof *msg);
+    if (avail < DDL_PROTO_HDR_LEN)
+        return 0;
+    memcpy(&magic, buf, 4);
+    memcpy(&type, buf + 6, 2);
+    memcpy(&body, buf + 8, 4);
+    magic = ntohl(magic);
+    type = ntohs(type);
+    body = ntohl(body);
+    if (magic != DDL_PROTO_MAGIC)
+        return malformed(msg, err, "bad magic 0x%08x (not a ddl peer?)", magic);
+    if (buf[4] != DDL_PROTO_MAJOR)
+        return malformed(msg, err, "protocol major version %u not supported (this side speaks %u)",
+                         buf[4], DDL_PROTO_MAJOR);
+    if (body > DDL_PROTO_MAX_BODY)
+        return malformed(msg, err, "frame body of %u bytes exceeds the %u-byte limit", body,
+                         DDL_PROTO_MAX_BODY);
+    if (avail - DDL_PROTO_HDR_LEN < body)
+        return 0;
+
+    rbuf_t r = {buf + DDL_PROTO_HDR_LEN, body, NULL};
+    typeof(msg->u) *u = &msg->u;
+    msg->type = type;
+    switch (type) {
+    case DDL_MSG_ERROR:
+        u->error.code = r_i32(&r, "error code");
+        u->error.text = r_str(&r, "error text", &nomem);
+        break;
+    case DDL_MSG_REGISTER:
+        u->reg.rank = r_u32(&r, "rank");
+        u->reg.pid = r_i32(&r, "pid");
+        break;
+    case DDL_MSG_RANK_STATE:
+        u->rank_state.rank = r_u32(&r, "rank");
+        u->rank_state.state = r_u8(&r, "state");
+        u->rank_state.pid = r_i32(&r, "pid");
+        u->rank_state.wstatus = r_i32(&r, "wait status");
+        if (!r.what && u->rank_state.state > DDL_RANK_STATE_MAX)
+            r.what = "state";
+        break;
+    case DDL_MSG_ALLGATHER: {
+        const uint8_t *data;
+        u->allgather.gen = r_u32(&r, "generation");
+        u->allgather.seq = r_u32(&r, "sequence");
+        u->allgather.rank = r_u32(&r, "rank");
+        u->allgather.size = r_u32(&r, "size");
+        u->allgather.len = r_blob(&r, &data, "data");
+        if (!r.what && (u->allgather.size == 0 || u->allgather.rank >= u->allgather.size))
+            r.what = "rank/size";
+        if (!r.what) {
+            u->allgather.data = malloc(u->allgather.len ? u->allgather.len : 1);
+            if (!u->allgather.data)
+                nomem = 1;
+            else if (u->allgather.len)
+                memcpy(u->allgather.data, data, u->allgather.len);
+        }
+        break;
+    }
+    case DDL_MSG_ALLGATHER_RESULT: {
+        u->allgather_result.gen = r_u32(&r, "generation");
+        u->allgather_result.seq = r_u32(&r, "sequence");
+        uint32_t count = r_u32(&r, "count");
+        /* each blob needs at least its 4-byte length: bound count by the body */
+        if (!r.what && count > r.left / 4)
+            r.what = "count";
+        if (r.what)
+            break;
+        u->allgather_result.count = count;
+        u->allgather_result.lens = calloc(count ? count : 1, sizeof(uint32_t));
+        u->allgather_result.data = malloc(r.left ? r.left : 1);
+        if (!u->allgather_result.lens || !u->allgather_result.data) {
+            nomem = 1;
+            break;
+        }
+        size_t off = 0;
+        for (uint32_t i = 0; i < count && !r.what; i++) {
+            const uint8_t *p;
+            uint32_t n = r_blob(&r, &p, "blob");
+            u->allgather_result.lens[i] = n;
+            if (n)
+                memcpy(u->allgather_result.data + off, p, n);
+            off += n;
+        }
+        break;
+    }
+    case DDL_MSG_STATUS: {
+        u->status.step = r_str(&r, "step", &nomem);
+        u->status.size = r_u32(&r, "size");
+        u->status.gen = r_u32(&r, "generation");
+        u->status.agent_pid = r_i32(&r, "agent pid");
+        uint32_t n = r_u32(&r, "rank count");
+        if (!r.what && n > r.left / 17)
+            r.what = "rank count";
+        if (r.what || nomem)
+            break;
+        u->status.nranks = n;
+        u->status.ranks = calloc(n ? n : 1, sizeof(ddl_rank_info_t));
+        if (!u->status.ranks) {
+            nomem = 1;
+            break;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            ddl_rank_info_t *ri = &u->status.ranks[i];
+            ri->rank = r_u32(&r, "rank");
+            ri->state = r_u8(&r, "state");
+            ri->pid = r_i32(&r, "pid");
+            ri->wpid = r_i32(&r, "worker pid");
+            ri->wstatus = r_i32(&r, "wait status");
+        }
+        break;
+    }
+    case DDL_MSG_STATUS_REQ:
+    case DDL_MSG_ACK:
+        break;
+    default:
+        msg->type = 0;
+        return malformed(msg, err, "unknown message type %u", type);
+    }
+    if (nomem) {
+        ddl_msg_clear(msg);
+        errno = ENOMEM;
+        return ddl_errprintf(err, "out of memory decoding a %s message", ddl_msg_type_str(type));
+    }
+    if (r.what)
+        return malformed(msg, err, "malformed %s message: bad or truncated field '%s'",
+                         ddl_msg_type_str(type), r.what);
+    return (ssize_t)(DDL_PROTO_HDR_LEN + body);
+}
+
+/* ---------------------------------------------------------------- blocking I/O */
+
+int ddl_proto_send(int fd, const ddl_msg_t *msg)
+{
+    uint8_t *frame;
+    size_t len;
+    if (ddl_proto_encode(msg, &frame, &len) < 0)
+        return -1;
+    int rc = ddl_write_full(fd, frame, len);
+    int saved = errno;
+    free(frame);
+    errno = saved;
+    return rc;
+}
+
+/* read_deadline: read exactly len bytes before the deadline (ms, <0: none). */
+static int read_deadline(int fd, uint8_t *buf, size_t len, int64_t deadline)
+{
+    while (len > 0) {
+        int wait = -1;
+        if (deadline >= 0) {
+            int64_t left = deadline - ddl_now_ms();
+            if (left <= 0) {
+                errno = ETIMEDOUT;
+                return -1;
+            }
+            wait = left > 1000000 ? 1000000 : (int)left;
+        }
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int rc = poll(&pfd, 1, wait);
+        if (rc < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (rc == 0)
+            continue;
+        ssize_t n = read(fd, buf, len);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            return -1;
+        }
+        if (n == 0) {
+            errno = ECONNRESET;
+            return -1;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int ddl_proto_recv(int fd, ddl_msg_t *msg, int timeout_ms, ddl_error_t *err)
+{
+    uint8_t hdr[DDL_PROTO_HDR_LEN];
+    int64_t deadline = timeout_ms < 0 ? -1 : ddl_now_ms() + timeout_ms;
+    uint32_t body;
+
+    memset(msg, 0, sizeof *msg);
+    if (read_deadline(fd, hdr, sizeof hdr, deadline) < 0)
+        return ddl_errprintf(err, "%s", strerror(errno));
+    /* Validate the header before trusting its length. */
+    if (ddl_proto_decode(hdr, sizeof hdr, msg, err) < 0)
+        return -1;
+    memcpy(&body, hdr + 8, 4);
+    body = ntohl(body);
+    uint8_t *frame = malloc(DDL_PROTO_HDR_LEN + (size_t)body);
+    if (!frame) {
+        errno = ENOMEM;
+        return ddl_errprintf(err, "out of memory for a %u-byte frame", body);
+    }
+    memcpy(frame, hdr, sizeof hdr);
+    if (read_deadline(fd, frame + DDL_PROTO_HDR_LEN, body, deadline) < 0) {
+        int saved = errno;
+        free(frame);
+        errno = saved;
+        return ddl_errprintf(err, "%s", strerror(errno));
+    }
+    ssize_t n = ddl_proto_decode(frame, DDL_PROTO_HDR_LEN + (size_t)body, msg, err);
+    int saved = errno;
+    free(frame);
+    errno = saved;
+    return n > 0 ? 0 : -1;
+}

@@ -1,0 +1,134 @@
+/* proto.h: the wire protocol spoken on ddl-agent's Unix socket (and, later,
+ * between agents).
+ *
+ * Every frame is a 12-byte header followed by a body, all integers in
+ * network byte order:
+ *
+ *     u32 magic 'DDLw' | u8 major | u8 minor | u16 type | u32 body length
+ *
+ * Bodies are sequences of u8/u32/i32 fields, strings and byte blobs (u32
+ * length + bytes).  Compatibility: within a major version a newer minor may
+ * append fields at the end of a body; decoders ignore trailing bytes.  A
+ * frame of another major version, an unknown type, a body over
+ * DDL_PROTO_MAX_BODY or a field running past the body is malformed (EPROTO).
+ * Message type numbers are never reused.
+ */
+#ifndef DDL_PROTO_H
+#define DDL_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "util.h"
+
+#define DDL_PROTO_MAGIC 0x44444c77u /* "DDLw" */
+#define DDL_PROTO_MAJOR 1
+#define DDL_PROTO_MINOR 0
+#define DDL_PROTO_HDR_LEN 12
+#define DDL_PROTO_MAX_BODY (64u << 20)
+#define DDL_PROTO_MAX_STR 4096u
+
+typedef enum {
+    DDL_MSG_ERROR = 1,            /* agent -> client: the request was refused */
+    DDL_MSG_REGISTER = 2,         /* ddl-launch -> agent: a rank's supervisor */
+    DDL_MSG_RANK_STATE = 3,       /* ddl-launch -> agent: worker started/ended */
+    DDL_MSG_ALLGATHER = 4,        /* worker -> agent: one rank's contribution */
+    DDL_MSG_ALLGATHER_RESULT = 5, /* agent -> worker: every rank's, in rank order */
+    DDL_MSG_STATUS_REQ = 6,       /* client -> agent: describe the step */
+    DDL_MSG_STATUS = 7,           /* agent -> client: the step and its ranks */
+    DDL_MSG_ACK = 8,              /* agent -> client: request accepted */
+} ddl_msg_type_t;
+
+/* A rank's life cycle as the agent sees it. */
+typedef enum {
+    DDL_RANK_PENDING = 0,  /* not registered yet */
+    DDL_RANK_STARTING = 1, /* supervisor registered, worker not started */
+    DDL_RANK_RUNNING = 2,  /* worker running */
+    DDL_RANK_EXITED = 3,   /* worker exited with status 0 */
+    DDL_RANK_FAILED = 4,   /* worker exited non-zero, was signalled, or its
+                            * supervisor vanished */
+} ddl_rank_state_t;
+#define DDL_RANK_STATE_MAX DDL_RANK_FAILED
+
+/* ddl_rank_state_str: "running" etc.; "unknown" for other values. */
+const char *ddl_rank_state_str(int state);
+
+typedef struct {
+    uint32_t rank;
+    uint8_t state;   /* ddl_rank_state_t */
+    int32_t pid;     /* supervisor (ddl-launch) pid, 0 if unknown */
+    int32_t wpid;    /* worker pid, 0 if not started */
+    int32_t wstatus; /* waitpid() status once EXITED/FAILED */
+} ddl_rank_info_t;
+
+/* One decoded message.  Pointers are owned by the message: free them with
+ * ddl_msg_clear().  For encoding, the caller fills the fields it owns and
+ * the encoder only reads them. */
+typedef struct {
+    uint16_t type; /* ddl_msg_type_t */
+    union {
+        struct {
+            int32_t code; /* an errno value */
+            char *text;
+        } error;
+        struct {
+            uint32_t rank;
+            int32_t pid;
+        } reg;
+        struct {
+            uint32_t rank;
+            uint8_t state;
+            int32_t pid;
+            int32_t wstatus;
+        } rank_state;
+        struct {
+            uint32_t gen, seq, rank, size;
+            uint32_t len;
+            uint8_t *data;
+        } allgather;
+        struct {
+            uint32_t gen, seq, count;
+            uint32_t *lens; /* count entries */
+            uint8_t *data;  /* the blobs back to back, in rank order */
+        } allgather_result;
+        struct {
+            char *step;
+            uint32_t size, gen;
+            int32_t agent_pid;
+            uint32_t nranks;
+            ddl_rank_info_t *ranks;
+        } status;
+    } u;
+} ddl_msg_t;
+
+/* ddl_msg_type_str: "ALLGATHER" etc.; "unknown" otherwise. */
+const char *ddl_msg_type_str(int type);
+
+/* ddl_msg_clear: free what a decoded message owns and zero it.  Accepts a
+ * zeroed message.  Do not call on a message whose pointers the caller owns. */
+void ddl_msg_clear(ddl_msg_t *msg);
+
+/* ddl_proto_encode: build a whole frame (header + body) for msg.  On success
+ * returns 0 and *frame (malloc'd, caller frees) and *len.  -1 with errno
+ * EINVAL (unknown type, string over DDL_PROTO_MAX_STR, inconsistent
+ * lengths), EMSGSIZE (body over DDL_PROTO_MAX_BODY) or ENOMEM. */
+int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len);
+
+/* ddl_proto_decode: decode the frame at the start of buf[0..avail).
+ * Returns the frame's length (> 0) and fills *msg; 0 if avail holds only part
+ * of a frame (nothing filled); -1 with errno EPROTO and the reason in err for
+ * a malformed frame, or ENOMEM.  Never reads past avail. */
+ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_error_t *err);
+
+/* ddl_proto_send: encode msg and write it whole to a blocking fd.  -1 with
+ * errno on encode or write failure. */
+int ddl_proto_send(int fd, const ddl_msg_t *msg);
+
+/* ddl_proto_recv: read one frame from fd, waiting at most timeout_ms
+ * (negative: forever) for it to start and complete.  Returns 0; -1 with
+ * errno ETIMEDOUT, ECONNRESET (peer closed), EPROTO (malformed; reason in
+ * err) or another read error. */
+int ddl_proto_recv(int fd, ddl_msg_t *msg, int timeout_ms, ddl_error_t *err);
+
+#endif

@@ -1,0 +1,229 @@
+/* util.c: implementation of the small shared helpers in util.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+int ddl_errprintf(ddl_error_t *err, const char *fmt, ...)
+{
+    int saved = errno;
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->text, sizeof err->text, fmt, ap);
+        va_end(ap);
+    }
+    errno = saved;
+    return -1;
+}
+
+int ddl_parse_long(const char *text, long min, long max, long *out)
+{
+    char *end;
+    if (!text || !*text) {
+        errno = EINVAL;
+        return -1;
+    }
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (*end != '\0' || end == text || (text[0] == ' ' || text[0] == '\t')) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (errno == ERANGE || v < min || v > max) {
+        errno = ERANGE;
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int ddl_parse_seconds_ms(const char *text, long min_ms, long max_ms, long *out_ms)
+{
+    char *end;
+    if (!text || !*text || !(text[0] == '.' || (text[0] >= '0' && text[0] <= '9'))) {
+        errno = EINVAL;
+        return -1;
+    }
+    errno = 0;
+    double v = strtod(text, &end);
+    if (*end != '\0' || end == text) {
+        errno = EINVAL;
+        return -1;
+    }
+    double ms = v * 1000.0;
+    if (errno == ERANGE || ms < (double)min_ms || ms > (double)max_ms) {
+        errno = ERANGE;
+        return -1;
+    }
+    *out_ms = (long)(ms + 0.5);
+    return 0;
+}
+
+int64_t ddl_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t ddl_now_ms(void)
+{
+    return ddl_now_us() / 1000;
+}
+
+int ddl_write_full(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int ddl_read_full(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (n == 0) {
+            errno = ECONNRESET;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int ddl_fd_set_cloexec(int fd)
+{
+    int fl = fcntl(fd, F_GETFD);
+    if (fl < 0 || fcntl(fd, F_SETFD, fl | FD_CLOEXEC) < 0)
+        return -1;
+    return 0;
+}
+
+int ddl_fd_set_nonblock(int fd, int on)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0)
+        return -1;
+    fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+    return fcntl(fd, F_SETFL, fl) < 0 ? -1 : 0;
+}
+
+int ddl_runtime_dir(uid_t uid, int create, char *buf, size_t len, ddl_error_t *err)
+{
+    const char *base = getenv("DDL_RUNTIME_DIR");
+    struct stat st;
+    if (!base || !*base)
+        base = "/tmp";
+    int n = snprintf(buf, len, "%s/ddl-%u", base, (unsigned)uid);
+    if (n < 0 || (size_t)n >= len) {
+        errno = ENAMETOOLONG;
+        return ddl_errprintf(err, "runtime directory under '%s' is too long", base);
+    }
+    if (create && mkdir(buf, 0700) < 0 && errno != EEXIST)
+        return ddl_errprintf(err, "cannot create %s: %s (set DDL_RUNTIME_DIR to a writable directory)",
+                             buf, strerror(errno));
+    if (lstat(buf, &st) < 0)
+        return ddl_errprintf(err, "%s: %s", buf, strerror(errno));
+    if (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 0077) != 0) {
+        errno = EPERM;
+        return ddl_errprintf(err, "%s is not a private directory of uid %u (mode %04o, owner %u): "
+                             "remove it or set DDL_RUNTIME_DIR",
+                             buf, (unsigned)uid, (unsigned)(st.st_mode & 07777),
+                             (unsigned)st.st_uid);
+    }
+    return 0;
+}
+
+const char *ddl_signal_name(int sig, char *buf, size_t len)
+{
+    const char *abbrev = sigabbrev_np(sig);
+    if (abbrev)
+        snprintf(buf, len, "SIG%s", abbrev);
+    else
+        snprintf(buf, len, "signal %d", sig);
+    return buf;
+}
+
+const char *ddl_describe_wait_status(int status, char *buf, size_t len)
+{
+    char name[32];
+    if (WIFEXITED(status))
+        snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, len, "was killed by signal %d (%s)%s", WTERMSIG(status),
+                 ddl_signal_name(WTERMSIG(status), name, sizeof name),
+                 WCOREDUMP(status) ? ", core dumped" : "");
+    else
+        snprintf(buf, len, "stopped with wait status 0x%x", (unsigned)status);
+    return buf;
+}
+
+int ddl_wait_status_code(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return 1;
+}
+
+int ddl_find_helper(const char *name, const char *subdir, const char *installed_dir, char *buf,
+                    size_t len, ddl_error_t *err)
+{
+    char exe[PATH_MAX], probe[PATH_MAX + 32];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    int in_tree = 0;
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(probe, sizeof probe, "%s/../config.status", exe);
+            in_tree = access(probe, F_OK) == 0;
+        }
+    }
+    if (in_tree)
+        n = snprintf(buf, len, "%s/../%s/%s", exe, subdir, name);
+    else
+        n = snprintf(buf, len, "%s/%s", installed_dir, name);
+    if (n < 0 || (size_t)n >= len) {
+        errno = ENAMETOOLONG;
+        return ddl_errprintf(err, "path of %s is too long", name);
+    }
+    if (access(buf, X_OK) < 0) {
+        int saved = errno;
+        ddl_errprintf(err, "cannot find %s at %s: %s (is ddl installed completely?)", name, buf,
+                      strerror(saved));
+        errno = saved;
+        return -1;
+    }
+    return 0;
+}

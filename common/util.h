@@ -1,0 +1,77 @@
+/* util.h: small helpers shared by ddl's programs and libraries: error text
+ * buffers, strict number parsing, monotonic time, whole-buffer I/O, file
+ * descriptor flags and the per-user runtime directory.
+ *
+ * Convention: functions return 0 (or a valid pointer) on success and -1 (or
+ * NULL) with errno set on failure; those taking a ddl_error_t also write a
+ * message for people into it.  No function here has side effects on failure.
+ */
+#ifndef DDL_UTIL_H
+#define DDL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* A message for people, filled by the function that failed. */
+typedef struct {
+    char text[512];
+} ddl_error_t;
+
+/* ddl_errprintf: format into err (may be NULL) and return -1, so that
+ * failure paths are one line: return ddl_errprintf(err, "...", ...).
+ * errno is preserved. */
+int ddl_errprintf(ddl_error_t *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ddl_parse_long: parse all of text as a base-10 integer in [min, max].
+ * Returns 0 and sets *out; -1 with errno EINVAL (not a number, trailing
+ * characters, empty) or ERANGE (outside [min, max]). */
+int ddl_parse_long(const char *text, long min, long max, long *out);
+
+/* ddl_parse_seconds: like ddl_parse_long but accepts a decimal fraction
+ * ("0.5"); result in milliseconds within [min_ms, max_ms]. */
+int ddl_parse_seconds_ms(const char *text, long min_ms, long max_ms, long *out_ms);
+
+/* ddl_now_ms / ddl_now_us: CLOCK_MONOTONIC time. */
+int64_t ddl_now_ms(void);
+int64_t ddl_now_us(void);
+
+/* ddl_write_full / ddl_read_full: transfer exactly len bytes, retrying on
+ * EINTR and short transfers (blocking descriptors).  read_full returns -1
+ * with errno ECONNRESET if the peer closed before len bytes arrived. */
+int ddl_write_full(int fd, const void *buf, size_t len);
+int ddl_read_full(int fd, void *buf, size_t len);
+
+/* ddl_fd_set_cloexec / ddl_fd_set_nonblock: set the flag on fd. */
+int ddl_fd_set_cloexec(int fd);
+int ddl_fd_set_nonblock(int fd, int on);
+
+/* ddl_runtime_dir: the per-user directory that holds agent sockets:
+ * $DDL_RUNTIME_DIR/ddl-UID, default /tmp/ddl-UID.  With create, makes it
+ * mode 0700.  Refuses (EPERM) a path that is not a directory owned by uid
+ * with mode 0700, so another user cannot plant sockets or links there. */
+int ddl_runtime_dir(uid_t uid, int create, char *buf, size_t len, ddl_error_t *err);
+
+/* ddl_signal_name: "SIGKILL" for 9, "signal 70" for unknown numbers;
+ * returns buf. */
+const char *ddl_signal_name(int sig, char *buf, size_t len);
+
+/* ddl_describe_wait_status: "exited with status 3" / "was killed by signal 9
+ * (SIGKILL)" for a waitpid() status; returns buf. */
+const char *ddl_describe_wait_status(int status, char *buf, size_t len);
+
+/* ddl_wait_status_code: the shell-style exit code of a waitpid() status:
+ * the exit status, or 128 + signal number. */
+int ddl_wait_status_code(int status);
+
+/* ddl_find_helper: the path of one of ddl's own programs (ddl-agent,
+ * ddl-launch).  When the calling program runs from a build tree (a
+ * config.status one level above its directory) the helper is taken from
+ * that tree's subdir ("agent", "launcher"), so tests use what was just
+ * built; otherwise from installed_dir.  -1 with errno ENOENT and a message
+ * if the result is not executable. */
+int ddl_find_helper(const char *name, const char *subdir, const char *installed_dir, char *buf,
+                    size_t len, ddl_error_t *err);
+
+#endif

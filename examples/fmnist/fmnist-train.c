@@ -1,0 +1,628 @@
+/* fmnist-train.c: data-parallel training of a small MLP on Fashion-MNIST with
+ * libddl, the example program of ddl.
+ *
+ * Every rank holds the whole data set and a full replica of the model
+ * (784-256-10, ReLU, softmax cross-entropy).  Rank 0 draws the initial
+ * weights and broadcasts them; each step, every rank computes the gradient
+ * of its contiguous shard of the global batch, one ddl_allreduce() on the
+ * flat gradient buffer sums the shards into the batch-mean gradient, and
+ * every rank applies the same SGD-with-momentum update, so the replicas stay
+ * bit-identical.  The end of the run checks that with a CRC-32 of every
+ * rank's weights.  Run it with `ddlrun -n 4 examples/fmnist/fmnist-train`,
+ * or alone as a world of one rank; see examples/fmnist/README.md.
+ */
+#include <cblas.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zlib.h>
+
+#include "ddl.h"
+#include "idx.h"
+
+#ifndef OPENBLAS_VERSION
+/* A cblas.h from another BLAS: the library linked is still OpenBLAS. */
+extern void openblas_set_num_threads(int num_threads);
+#endif
+
+#define PROG "fmnist-train"
+#define DEFAULT_DATA_DIR "/usr/share/datasets/fashion-mnist"
+
+#define SIDE 28
+#define N_IN (SIDE * SIDE)
+#define N_HID 256
+#define N_OUT 10
+
+/* All parameters (and all gradients) live in one flat float buffer, so that
+ * one allreduce moves the whole gradient: W1 [N_IN x N_HID], b1 [N_HID],
+ * W2 [N_HID x N_OUT], b2 [N_OUT], each matrix row-major. */
+#define OFF_W1 0
+#define OFF_B1 (OFF_W1 + N_IN * N_HID)
+#define OFF_W2 (OFF_B1 + N_HID)
+#define OFF_B2 (OFF_W2 + N_HID * N_OUT)
+#define N_PARAMS (OFF_B2 + N_OUT)
+
+/* Inputs are standardised with the pixel mean and standard deviation of the
+ * Fashion-MNIST training set (of pixel / 255), which lets plain SGD train
+ * faster than raw [0, 1] inputs do. */
+#define PIXEL_MEAN 0.2860f
+#define PIXEL_STD 0.3530f
+
+#define MAX_TRAIN 60000
+#define MAX_BATCH MAX_TRAIN
+#define MAX_EPOCHS 1000
+#define EVAL_ROWS 256 /* rows per evaluation chunk, at least */
+
+typedef struct {
+    const char *data_dir;
+    long batch;
+    double lr;
+    double momentum;
+    uint64_t seed;
+    long epochs;
+    long limit; /* 0: no limit */
+} options_t;
+
+/* Per-rank scratch for a chunk of at most rows samples. */
+typedef struct {
+    size_t rows;
+    float *x;  /* rows x N_IN: standardised inputs */
+    float *h;  /* rows x N_HID: hidden activations after ReLU */
+    float *z;  /* rows x N_OUT: logits, then their gradient */
+    float *dh; /* rows x N_HID: gradient of the hidden activations */
+} work_t;
+
+typedef struct {
+    idx_t images, labels;
+} dataset_t;
+
+/* ------------------------------------------------------------------ output */
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+static void die(int status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+static void die(int status, const char *fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    fputs(PROG ": ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(status);
+}
+
+/* check: stop the program if a libddl call failed.  Peers learn of it
+ * through their own collectives failing. */
+static void check(ddl_status_t st, const char *call)
+{
+    if (st != DDL_OK)
+        die(1, "%s failed: %s: %s", call, ddl_status_str(st), ddl_last_error());
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n, size);
+    if (!p)
+        die(1, "out of memory for %zu x %zu bytes", n, size);
+    return p;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ----------------------------------------------------------------- options */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: " PROG " [OPTION]...\n"
+            "Train a 784-256-10 MLP on Fashion-MNIST, data-parallel with libddl.\n"
+            "Run it under `ddlrun -n N` (or alone, as a world of one rank).\n"
+            "\n"
+            "  --data DIR       directory of the {train,t10k}-*-ubyte.gz files\n"
+            "                   (default: $DDL_FMNIST_DIR, else " DEFAULT_DATA_DIR ")\n"
+            "  --epochs N       passes over the training set, 1..%d (default 3)\n"
+            "  --batch N        global batch size, split across ranks, 1..%d\n"
+            "                   (default 128)\n"
+            "  --lr X           learning rate, 0 < X <= 10 (default 0.02)\n"
+            "  --momentum X     SGD momentum, 0 <= X < 1 (default 0.9)\n"
+            "  --seed N         seed of initialisation and shuffling,\n"
+            "                   0..18446744073709551615 (default 42)\n"
+            "  --limit N        use only N training samples per epoch and the first N\n"
+            "                   test samples, 1..%d (default: all)\n"
+            "  --help           show this help and exit\n"
+            "\n"
+            "Rank 0 prints one line per epoch; every rank prints the CRC-32 of its\n"
+            "weights, and the program exits 1 if the replicas differ.\n",
+            MAX_EPOCHS, MAX_BATCH, MAX_TRAIN);
+}
+
+static void bad_option(const char *opt, const char *value, const char *range)
+{
+    die(2, "--%s: invalid value '%s': expected %s (see --help)", opt, value, range);
+}
+
+static long parse_long_opt(const char *opt, const char *text, long min, long max)
+{
+    char *end, range[96];
+    snprintf(range, sizeof range, "an integer in %ld..%ld", min, max);
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end != '\0' || errno != 0 || v < min || v > max)
+        bad_option(opt, text, range);
+    return v;
+}
+
+static double parse_double_opt(const char *opt, const char *text, double min,
+                               int min_open, double max, int max_open,
+                               const char *range)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end != '\0' || errno != 0 || !isfinite(v) ||
+        (min_open ? v <= min : v < min) || (max_open ? v >= max : v > max))
+        bad_option(opt, text, range);
+    return v;
+}
+
+static uint64_t parse_seed_opt(const char *text)
+{
+    char *end;
+    const char *p = text;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    errno = 0;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (*p == '-' || *p == '+' || end == p || *end != '\0' || errno != 0)
+        bad_option("seed", text, "an integer in 0..18446744073709551615");
+    return (uint64_t)v;
+}
+
+static void parse_options(int argc, char **argv, options_t *o)
+{
+    enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_SEED,
+           OPT_LIMIT, OPT_HELP };
+    static const struct option longopts[] = {
+        {"data", required_argument, NULL, OPT_DATA},
+        {"epochs", required_argument, NULL, OPT_EPOCHS},
+        {"batch", required_argument, NULL, OPT_BATCH},
+        {"lr", required_argument, NULL, OPT_LR},
+        {"momentum", required_argument, NULL, OPT_MOMENTUM},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"limit", required_argument, NULL, OPT_LIMIT},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    const char *env = getenv("DDL_FMNIST_DIR");
+    *o = (options_t){
+        .data_dir = env && *env ? env : DEFAULT_DATA_DIR,
+        .batch = 128,
+        .lr = 0.02,
+        .momentum = 0.9,
+        .seed = 42,
+        .epochs = 3,
+        .limit = 0,
+    };
+    int c;
+    opterr = 0; /* our own messages, below */
+    while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_DATA:
+            if (!*optarg)
+                bad_option("data", optarg, "a directory");
+            o->data_dir = optarg;
+            break;
+        case OPT_EPOCHS:
+            o->epochs = parse_long_opt("epochs", optarg, 1, MAX_EPOCHS);
+            break;
+        case OPT_BATCH:
+            o->batch = parse_long_opt("batch", optarg, 1, MAX_BATCH);
+            break;
+        case OPT_LR:
+            o->lr = parse_double_opt("lr", optarg, 0, 1, 10, 0,
+                                     "a number with 0 < X <= 10");
+            break;
+        case OPT_MOMENTUM:
+            o->momentum = parse_double_opt("momentum", optarg, 0, 0, 1, 1,
+                                           "a number with 0 <= X < 1");
+            break;
+        case OPT_SEED:
+            o->seed = parse_seed_opt(optarg);
+            break;
+        case OPT_LIMIT:
+            o->limit = parse_long_opt("limit", optarg, 1, MAX_TRAIN);
+            break;
+        case OPT_HELP:
+            usage(stdout);
+            exit(0);
+        case ':':
+            die(2, "%s: missing value (see --help)", argv[optind - 1]);
+        default:
+            if (optopt > 0 && optopt < 256)
+                die(2, "unknown option '-%c' (see --help)", optopt);
+            die(2, "unknown or ambiguous option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        die(2, "unexpected argument '%s': " PROG " takes options only (see --help)",
+            argv[optind]);
+}
+
+/* -------------------------------------------------------------------- data */
+
+static void load_file(const char *dir, const char *name, idx_t *out)
+{
+    char path[4096], err[1024];
+    int n = snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= sizeof path)
+        die(1, "--data: directory name too long (%zu bytes)", strlen(dir));
+    if (idx_load(path, out, err, sizeof err) == 0)
+        return;
+    if (errno == ENOENT)
+        die(1, "%s\n" PROG ": looked in %s; --data DIR or DDL_FMNIST_DIR choose another "
+               "directory",
+            err, dir);
+    die(1, "%s", err);
+}
+
+/* load_split: images and labels of one split ("train" or "t10k"), checked
+ * for the shapes the model expects. */
+static void load_split(const char *dir, const char *split, dataset_t *d)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s-images-idx3-ubyte.gz", split);
+    load_file(dir, name, &d->images);
+    if (d->images.ndims != 3 || d->images.dims[1] != SIDE || d->images.dims[2] != SIDE)
+        die(1, "%s/%s: expected images of %dx%d pixels, got dimensions %u x %u x %u", dir,
+            name, SIDE, SIDE, d->images.dims[0], d->images.dims[1], d->images.dims[2]);
+    snprintf(name, sizeof name, "%s-labels-idx1-ubyte.gz", split);
+    load_file(dir, name, &d->labels);
+    if (d->labels.ndims != 1 || d->labels.count != d->images.count)
+        die(1, "%s/%s: expected %zu labels (one per image), got %zu in %d dimension(s)",
+            dir, name, d->images.count, d->labels.count, d->labels.ndims);
+    for (size_t i = 0; i < d->labels.count; i++)
+        if (d->labels.data[i] >= N_OUT)
+            die(1, "%s/%s: label %zu is %u, not a class 0..%d", dir, name, i,
+                d->labels.data[i], N_OUT - 1);
+}
+
+/* ------------------------------------------------------------------ random */
+
+/* splitmix64: a small, well-mixed generator; the whole state is one word. */
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+/* A generator for one purpose (stream) and one epoch, from the seed. */
+static uint64_t rng_for(uint64_t seed, uint64_t stream, uint64_t epoch)
+{
+    uint64_t s = seed ^ (0xd1b54a32d192ed03u * (stream + 1));
+    s = splitmix64(&s) ^ (0x8bb84b93962eacc9u * (epoch + 1));
+    return splitmix64(&s);
+}
+
+/* Uniform in [0, n), without modulo bias. */
+static uint64_t rng_below(uint64_t *s, uint64_t n)
+{
+    uint64_t threshold = (0 - n) % n, r;
+    do
+        r = splitmix64(s);
+    while (r < threshold);
+    return r % n;
+}
+
+/* Standard normal by Box-Muller (one of the pair). */
+static double rng_gauss(uint64_t *s)
+{
+    double u1 = (double)((splitmix64(s) >> 11) + 1) * 0x1.0p-53; /* (0, 1] */
+    double u2 = (double)(splitmix64(s) >> 11) * 0x1.0p-53;       /* [0, 1) */
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* He initialisation: weights ~ N(0, 2 / fan_in), biases 0. */
+static void init_params(float *p, uint64_t seed)
+{
+    uint64_t s = rng_for(seed, 0, 0);
+    double sd1 = sqrt(2.0 / N_IN), sd2 = sqrt(2.0 / N_HID);
+    memset(p, 0, N_PARAMS * sizeof *p);
+    for (size_t i = 0; i < (size_t)N_IN * N_HID; i++)
+        p[OFF_W1 + i] = (float)(sd1 * rng_gauss(&s));
+    for (size_t i = 0; i < (size_t)N_HID * N_OUT; i++)
+        p[OFF_W2 + i] = (float)(sd2 * rng_gauss(&s));
+}
+
+/* The epoch's order of the training samples: the same on every rank. */
+static void shuffle(uint32_t *order, size_t n, uint64_t seed, long epoch)
+{
+    uint64_t s = rng_for(seed, 1, (uint64_t)epoch);
+    for (size_t i = 0; i < n; i++)
+        order[i] = (uint32_t)i;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)rng_below(&s, i + 1);
+        uint32_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
+/* ------------------------------------------------------------------- model */
+
+static void work_init(work_t *w, size_t rows)
+{
+    w->rows = rows;
+    w->x = xcalloc(rows * N_IN, sizeof *w->x);
+    w->h = xcalloc(rows * N_HID, sizeof *w->h);
+    w->z = xcalloc(rows * N_OUT, sizeof *w->z);
+    w->dh = xcalloc(rows * N_HID, sizeof *w->dh);
+}
+
+static void work_free(work_t *w)
+{
+    free(w->x);
+    free(w->h);
+    free(w->z);
+    free(w->dh);
+}
+
+/* gather: the m images at ids (or ids_base, ids_base+1... if ids is NULL)
+ * into w->x, standardised. */
+static void gather(const idx_t *images, const uint32_t *ids, size_t ids_base, size_t m,
+                   work_t *w)
+{
+    float scale[256];
+    for (int v = 0; v < 256; v++)
+        scale[v] = ((float)v / 255.0f - PIXEL_MEAN) / PIXEL_STD;
+    for (size_t r = 0; r < m; r++) {
+        size_t id = ids ? ids[r] : ids_base + r;
+        const uint8_t *src = images->data + id * N_IN;
+        float *dst = w->x + r * N_IN;
+        for (size_t j = 0; j < N_IN; j++)
+            dst[j] = scale[src[j]];
+    }
+}
+
+/* forward: logits of the m rows of w->x into w->z, keeping w->h. */
+static void forward(const float *p, work_t *w, int m)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, N_HID, N_IN, 1.0f, w->x,
+                N_IN, p + OFF_W1, N_HID, 0.0f, w->h, N_HID);
+    for (int r = 0; r < m; r++) {
+        float *h = w->h + (size_t)r * N_HID;
+        for (int j = 0; j < N_HID; j++) {
+            float v = h[j] + p[OFF_B1 + j];
+            h[j] = v > 0.0f ? v : 0.0f;
+        }
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, N_OUT, N_HID, 1.0f, w->h,
+                N_HID, p + OFF_W2, N_OUT, 0.0f, w->z, N_OUT);
+    for (int r = 0; r < m; r++)
+        for (int k = 0; k < N_OUT; k++)
+            w->z[(size_t)r * N_OUT + k] += p[OFF_B2 + k];
+}
+
+static int argmax(const float *z)
+{
+    int best = 0;
+    for (int k = 1; k < N_OUT; k++)
+        if (z[k] > z[best])
+            best = k;
+    return best;
+}
+
+/* softmax_xent: add the cross-entropy of each row to *loss and its hits to
+ * *correct, and replace the logits by the gradient of the loss with respect
+ * to them, scaled by scale: (softmax - onehot) * scale. */
+static void softmax_xent(float *z, const uint8_t *labels, const uint32_t *ids, int m,
+                         float scale, double *loss, double *correct)
+{
+    for (int r = 0; r < m; r++) {
+        float *zr = z + (size_t)r * N_OUT;
+        int y = labels[ids[r]];
+        int best = argmax(zr);
+        float max = zr[best];
+        double sum = 0.0;
+        float e[N_OUT];
+        for (int k = 0; k < N_OUT; k++) {
+            e[k] = expf(zr[k] - max);
+            sum += e[k];
+        }
+        *loss += log(sum) - (double)(zr[y] - max);
+        *correct += best == y;
+        float inv = (float)(1.0 / sum);
+        for (int k = 0; k < N_OUT; k++)
+            zr[k] = (e[k] * inv - (k == y ? 1.0f : 0.0f)) * scale;
+    }
+}
+
+/* backward: the gradient of the m rows, given w->z holding the logits'
+ * gradient, into g (overwritten). */
+static void backward(const float *p, float *g, work_t *w, int m)
+{
+    /* dW2 = H^T dZ, db2 = column sums of dZ */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N_HID, N_OUT, m, 1.0f, w->h,
+                N_HID, w->z, N_OUT, 0.0f, g + OFF_W2, N_OUT);
+    for (int k = 0; k < N_OUT; k++)
+        g[OFF_B2 + k] = 0.0f;
+    for (int r = 0; r < m; r++)
+        for (int k = 0; k < N_OUT; k++)
+            g[OFF_B2 + k] += w->z[(size_t)r * N_OUT + k];
+
+    /* dH = dZ W2^T, through the ReLU (h > 0 exactly where it passed) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, N_HID, N_OUT, 1.0f, w->z,
+                N_OUT, p + OFF_W2, N_OUT, 0.0f, w->dh, N_HID);
+    for (size_t i = 0; i < (size_t)m * N_HID; i++)
+        if (w->h[i] <= 0.0f)
+            w->dh[i] = 0.0f;
+
+    /* dW1 = X^T dH, db1 = column sums of dH */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N_IN, N_HID, m, 1.0f, w->x, N_IN,
+                w->dh, N_HID, 0.0f, g + OFF_W1, N_HID);
+    for (int j = 0; j < N_HID; j++)
+        g[OFF_B1 + j] = 0.0f;
+    for (int r = 0; r < m; r++)
+        for (int j = 0; j < N_HID; j++)
+            g[OFF_B1 + j] += w->dh[(size_t)r * N_HID + j];
+}
+
+/* evaluate: correct predictions on test samples [lo, hi). */
+static double evaluate(const float *p, const dataset_t *test, size_t lo, size_t hi,
+                       work_t *w)
+{
+    double correct = 0.0;
+    for (size_t start = lo; start < hi; start += w->rows) {
+        size_t m = hi - start < w->rows ? hi - start : w->rows;
+        gather(&test->images, NULL, start, m, w);
+        forward(p, w, (int)m);
+        for (size_t r = 0; r < m; r++)
+            correct += argmax(w->z + r * N_OUT) == test->labels.data[start + r];
+    }
+    return correct;
+}
+
+/* -------------------------------------------------------------------- main */
+
+int main(int argc, char **argv)
+{
+    options_t opt;
+    parse_options(argc, argv, &opt);
+    openblas_set_num_threads(1); /* one BLAS thread per rank */
+
+    check(ddl_init(), "ddl_init");
+    ddl_comm_t *comm = ddl_comm_world();
+    if (!comm)
+        die(1, "ddl_comm_world failed: no world communicator after ddl_init");
+    int rank = ddl_rank(), size = ddl_size();
+
+    dataset_t train, test;
+    load_split(opt.data_dir, "train", &train);
+    load_split(opt.data_dir, "t10k", &test);
+    size_t ntrain = train.images.count, ntest = test.images.count;
+    if (opt.limit > 0) {
+        if ((size_t)opt.limit < ntrain)
+            ntrain = (size_t)opt.limit;
+        if ((size_t)opt.limit < ntest)
+            ntest = (size_t)opt.limit;
+    }
+    size_t batch = (size_t)opt.batch;
+
+    float *params = xcalloc(N_PARAMS, sizeof *params);
+    float *grads = xcalloc(N_PARAMS, sizeof *grads);
+    float *velocity = xcalloc(N_PARAMS, sizeof *velocity);
+    uint32_t *order = xcalloc(train.images.count, sizeof *order);
+    size_t shard_max = (batch + (size_t)size - 1) / (size_t)size;
+    work_t w;
+    work_init(&w, shard_max > EVAL_ROWS ? shard_max : EVAL_ROWS);
+
+    if (rank == 0)
+        init_params(params, opt.seed);
+    check(ddl_bcast(comm, params, N_PARAMS, DDL_FLOAT32, 0), "ddl_bcast");
+
+    if (rank == 0)
+        say("fmnist-train: %d rank%s, MLP %d-%d-%d (%d parameters), batch %zu, lr %g, "
+            "momentum %g, seed %llu, %zu training / %zu test samples\n",
+            size, size == 1 ? "" : "s", N_IN, N_HID, N_OUT, N_PARAMS, batch, opt.lr,
+            opt.momentum, (unsigned long long)opt.seed, ntrain, ntest);
+
+    const float lr = (float)opt.lr, mu = (float)opt.momentum;
+    double test_acc = 0.0;
+    for (long epoch = 0; epoch < opt.epochs; epoch++) {
+        check(ddl_barrier(comm), "ddl_barrier");
+        double t0 = now_s();
+        shuffle(order, train.images.count, opt.seed, epoch);
+
+        /* [0] loss sum, [1] correct on training shards, [2] correct on test */
+        double stats[3] = {0.0, 0.0, 0.0};
+        for (size_t start = 0; start < ntrain; start += batch) {
+            size_t bs = ntrain - start < batch ? ntrain - start : batch;
+            size_t lo = start + (size_t)rank * bs / (size_t)size;
+            size_t hi = start + ((size_t)rank + 1) * bs / (size_t)size;
+            int m = (int)(hi - lo);
+            if (m > 0) {
+                gather(&train.images, order + lo, 0, (size_t)m, &w);
+                forward(params, &w, m);
+                softmax_xent(w.z, train.labels.data, order + lo, m, 1.0f / (float)bs,
+                             &stats[0], &stats[1]);
+                backward(params, grads, &w, m);
+            } else {
+                memset(grads, 0, N_PARAMS * sizeof *grads);
+            }
+            check(ddl_allreduce(comm, DDL_IN_PLACE, grads, N_PARAMS, DDL_FLOAT32,
+                                DDL_SUM),
+                  "ddl_allreduce");
+            for (size_t i = 0; i < N_PARAMS; i++) {
+                velocity[i] = mu * velocity[i] + grads[i];
+                params[i] -= lr * velocity[i];
+            }
+        }
+        double elapsed = now_s() - t0;
+
+        size_t tlo = (size_t)rank * ntest / (size_t)size;
+        size_t thi = ((size_t)rank + 1) * ntest / (size_t)size;
+        stats[2] = evaluate(params, &test, tlo, thi, &w);
+        check(ddl_allreduce(comm, DDL_IN_PLACE, stats, 3, DDL_FLOAT64, DDL_SUM),
+              "ddl_allreduce");
+        test_acc = 100.0 * stats[2] / (double)ntest;
+        if (rank == 0)
+            say("epoch %ld/%ld  loss %.4f  train-acc %.2f%%  test-acc %.2f%%  "
+                "%.0f samples/s  (%.1f s)\n",
+                epoch + 1, opt.epochs, stats[0] / (double)ntrain,
+                100.0 * stats[1] / (double)ntrain, test_acc, (double)ntrain / elapsed,
+                elapsed);
+    }
+
+    /* Every replica must hold the same bits. */
+    uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)params,
+                                   (uInt)(N_PARAMS * sizeof *params));
+    say("rank %d: weights crc32 0x%08x\n", rank, crc);
+    int64_t crc0 = crc;
+    check(ddl_bcast(comm, &crc0, 1, DDL_INT64, 0), "ddl_bcast");
+    double differ = (int64_t)crc != crc0 ? 1.0 : 0.0;
+    check(ddl_allreduce(comm, DDL_IN_PLACE, &differ, 1, DDL_FLOAT64, DDL_SUM),
+          "ddl_allreduce");
+    long ndiffer = lround(differ);
+    if (rank == 0) {
+        if (ndiffer == 0)
+            say("checksums: all %d ranks agree (0x%08x)\n", size, crc);
+        else
+            say("checksums: %ld of %d ranks differ\n", ndiffer, size);
+        say("final test accuracy: %.2f%%\n", test_acc);
+    }
+
+    work_free(&w);
+    free(order);
+    free(velocity);
+    free(grads);
+    free(params);
+    idx_free(&train.images);
+    idx_free(&train.labels);
+    idx_free(&test.images);
+    idx_free(&test.labels);
+    check(ddl_finalize(), "ddl_finalize");
+    return ndiffer == 0 ? 0 : 1;
+}

@@ -1,0 +1,548 @@
+/* ddlrun.c: the standalone launcher: `ddlrun -n N PROG ARGS` on one machine.
+ *
+ * It starts one ddl-agent for the step, then N ranks, each a ddl-launch
+ * supervisor (in its own process group) that runs PROG as its worker.  It
+ * then supervises: the first rank that fails (non-zero exit or signal) gets
+ * a one-line report and the others are stopped (SIGTERM, then SIGKILL after
+ * the grace period); SIGINT/SIGTERM/SIGHUP are forwarded likewise.  ddlrun
+ * is a child subreaper and sweeps every rank's process group at the end, and
+ * its children die with it (PR_SET_PDEATHSIG), so no process outlives it.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ddl_version.h"
+#include "ddlrun.h"
+#include "log.h"
+
+typedef struct {
+    int fd;
+    char *buf; /* the current partial line */
+    size_t len, cap;
+} outpipe_t;
+
+typedef struct {
+    pid_t pid; /* ddl-launch, also the process group id; 0 once reaped */
+    int status;
+    outpipe_t out[2]; /* with --label: stdout, stderr */
+} rank_t;
+
+typedef struct {
+    ddlrun_opts_t o;
+    rank_t *ranks;
+    int alive;
+    pid_t agent;
+    char sock[512], step[64];
+    char launch_path[4096], agent_path[4096];
+    int sfd;
+    int stopping;     /* ranks have been told to stop */
+    int64_t kill_at;  /* when to SIGKILL the rest (ms), 0 none */
+    int first_failed; /* rank, -1 none */
+    int interrupted;  /* signal that interrupted ddlrun, 0 none */
+    int agent_died;
+} run_t;
+
+static void stop_ranks(run_t *r, int sig)
+{
+    for (int i = 0; i < r->o.np; i++)
+        if (r->ranks[i].pid > 0)
+            kill(-r->ranks[i].pid, sig);
+    if (!r->stopping && sig != SIGKILL)
+        r->kill_at = ddl_now_ms() + r->o.grace_ms;
+    r->stopping = 1;
+}
+
+/* ---------------------------------------------------------------- output labels */
+
+static void emit(int fd, int rank, const char *line, size_t len)
+{
+    char prefix[24];
+    int n = snprintf(prefix, sizeof prefix, "[%d] ", rank);
+    char *tmp = malloc((size_t)n + len + 1);
+    if (!tmp)
+        return;
+    memcpy(tmp, prefix, (size_t)n);
+    memcpy(tmp + n, line, len);
+    tmp[(size_t)n + len] = '\n';
+    ddl_write_full(fd, tmp, (size_t)n + len + 1); /* one write: lines stay whole */
+    free(tmp);
+}
+
+/* pump: move what is readable from a rank's pipe to our stdout/stderr, one
+ * labelled line at a time; at EOF, flush a last unterminated line. */
+static void pump(outpipe_t *p, int rank, int outfd)
+{
+    char chunk[65536];
+    for (;;) {
+        ssize_t n = read(p->fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0 || errno != EAGAIN) {
+                if (p->len)
+                    emit(outfd, rank, p->buf, p->len);
+                p->len = 0;
+                close(p->fd);
+                p->fd = -1;
+            }
+            return;
+        }
+        for (ssize_t i = 0; i < n; i++) {
+            if (chunk[i] == '\n') {
+                emit(outfd, rank, p->buf, p->len);
+                p->len = 0;
+                continue;
+            }
+            if (p->len == p->cap) {
+                size_t cap = p->cap ? p->cap * 2 : 256;
+                char *nb = realloc(p->buf, cap);
+                if (!nb)
+                    continue;
+                p->buf = nb;
+                p->cap = cap;
+            }
+            p->buf[p->len++] = chunk[i];
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- start-up */
+
+static int free_tcp_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = 29500;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+static void child_reset_signals(void)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    for (int s = 1; s < NSIG; s++)
+        signal(s, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static int start_agent(run_t *r)
+{
+    int pfd[2];
+    char size[16], ready[16], parent[16];
+    if (pipe2(pfd, O_CLOEXEC) < 0) {
+        ddl_error("pipe: %m");
+        return -1;
+    }
+    snprintf(size, sizeof size, "%d", r->o.np);
+    snprintf(ready, sizeof ready, "%d", pfd[1]);
+    snprintf(parent, sizeof parent, "%d", (int)getpid());
+    r->agent = fork();
+    if (r->agent < 0) {
+        ddl_error("fork: %m");
+        return -1;
+    }
+    if (r->agent == 0) {
+        child_reset_signals();
+        fcntl(pfd[1], F_SETFD, 0); /* keep the ready pipe across exec */
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0)
+            dup2(devnull, STDIN_FILENO);
+        execl(r->agent_path, "ddl-agent", "serve", "--socket", r->sock, "--step", r->step,
+              "--size", size, "--ready-fd", ready, "--parent", parent, (char *)NULL);
+        fprintf(stderr, "ddlrun: cannot execute %s: %s\n", r->agent_path, strerror(errno));
+        _exit(127);
+    }
+    close(pfd[1]);
+    char buf[4] = "";
+    struct pollfd p = {.fd = pfd[0], .events = POLLIN};
+    int rc = poll(&p, 1, 10000);
+    ssize_t n = rc > 0 ? read(pfd[0], buf, sizeof buf) : -1;
+    close(pfd[0]);
+    if (n <= 0 || buf[0] != '1') {
+        ddl_error("the ddl-agent (pid %d) did not start%s", (int)r->agent,
+                  rc == 0 ? " within 10 s" : "; see its message above");
+        kill(r->agent, SIGKILL);
+        waitpid(r->agent, NULL, 0);
+        r->agent = 0;
+        return -1;
+    }
+    ddl_debug("agent pid %d listening on %s", (int)r->agent, r->sock);
+    return 0;
+}
+
+static void set_rank_env(run_t *r, int rank, int master_port)
+{
+    char v[32];
+#define SETI(name, val)                                                      \
+    do {                                                                     \
+        snprintf(v, sizeof v, "%d", (val));                                  \
+        setenv(name, v, 1);                                                  \
+    } while (0)
+    SETI("DDL_RANK", rank);
+    SETI("DDL_SIZE", r->o.np);
+    SETI("DDL_LOCAL_RANK", rank);
+    SETI("DDL_LOCAL_SIZE", r->o.np);
+    SETI("DDL_NODE_ID", 0);
+    SETI("DDL_NNODES", 1);
+    SETI("DDL_GENERATION", 0);
+    SETI("DDL_GRACE_MS", (int)r->o.grace_ms);
+    setenv("DDL_AGENT_SOCK", r->sock, 1);
+    setenv("DDL_STEP_ID", r->step, 1);
+    SETI("RANK", rank);
+    SETI("WORLD_SIZE", r->o.np);
+    SETI("LOCAL_RANK", rank);
+    SETI("LOCAL_WORLD_SIZE", r->o.np);
+    SETI("NODE_RANK", 0);
+    setenv("MASTER_ADDR", "127.0.0.1", 0); /* a user's explicit value wins */
+    snprintf(v, sizeof v, "%d", master_port);
+    setenv("MASTER_PORT", v, 0);
+#undef SETI
+}
+
+static int start_rank(run_t *r, int rank, int master_port)
+{
+    int pipes[2][2] = {{-1, -1}, {-1, -1}};
+    rank_t *rk = &r->ranks[rank];
+    if (r->o.label) {
+        for (int s = 0; s < 2; s++)
+            if (pipe2(pipes[s], O_CLOEXEC) < 0) {
+                ddl_error("pipe: %m");
+                return -1;
+            }
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        ddl_error("fork for rank %d: %m", rank);
+        return -1;
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        child_reset_signals();
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0)
+            dup2(devnull, STDIN_FILENO);
+        if (r->o.label) {
+            dup2(pipes[0][1], STDOUT_FILENO);
+            dup2(pipes[1][1], STDERR_FILENO);
+        }
+        set_rank_env(r, rank, master_port);
+        char **argv = calloc((size_t)r->o.prog_argc + 3, sizeof *argv);
+        if (!argv)
+            _exit(1);
+        argv[0] = "ddl-launch";
+        argv[1] = "--";
+        for (int i = 0; i < r->o.prog_argc; i++)
+            argv[i + 2] = r->o.prog_argv[i];
+        execv(r->launch_path, argv);
+        fprintf(stderr, "ddlrun: cannot execute %s: %s\n", r->launch_path, strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid); /* also here: no race with an early kill(-pid) */
+    rk->pid = pid;
+    r->alive++;
+    for (int s = 0; s < 2; s++) {
+        rk->out[s].fd = pipes[s][0];
+        if (pipes[s][1] >= 0) {
+            close(pipes[s][1]);
+            ddl_fd_set_nonblock(pipes[s][0], 1);
+        }
+    }
+    ddl_debug("rank %d: ddl-launch pid %d", rank, (int)pid);
+    return 0;
+}
+
+/* find_program: 0 if PROG can be executed (a path, or found in PATH). */
+static int find_program(const char *prog)
+{
+    if (strchr(prog, '/'))
+        return access(prog, X_OK);
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    char *copy = strdup(path), *save = NULL;
+    int found = -1;
+    for (char *d = strtok_r(copy, ":", &save); d && found < 0; d = strtok_r(NULL, ":", &save)) {
+        char full[4096];
+        snprintf(full, sizeof full, "%s/%s", *d ? d : ".", prog);
+        found = access(full, X_OK);
+    }
+    free(copy);
+    if (found < 0)
+        errno = ENOENT;
+    return found;
+}
+
+/* ---------------------------------------------------------------- supervision */
+
+static int rank_of_pid(run_t *r, pid_t pid)
+{
+    for (int i = 0; i < r->o.np; i++)
+        if (r->ranks[i].pid == pid)
+            return i;
+    return -1;
+}
+
+static void reap(run_t *r)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        char how[128];
+        if (pid == r->agent) {
+            r->agent = 0;
+            if (r->alive > 0) {
+                ddl_error("the ddl-agent %s unexpectedly; stopping the ranks",
+                          ddl_describe_wait_status(status, how, sizeof how));
+                r->agent_died = 1;
+                stop_ranks(r, SIGTERM);
+            }
+            continue;
+        }
+        int i = rank_of_pid(r, pid);
+        if (i < 0)
+            continue; /* an orphan we adopted as subreaper */
+        r->ranks[i].pid = -pid; /* reaped; keep the group id for the final sweep */
+        r->ranks[i].status = status;
+        r->alive--;
+        int failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        ddl_debug("rank %d (pid %d) %s", i, (int)pid,
+                  ddl_describe_wait_status(status, how, sizeof how));
+        if (failed && !r->stopping) {
+            r->first_failed = i;
+            ddl_error("rank %d (pid %d) %s; stopping the other %d rank%s", i, (int)pid,
+                      ddl_describe_wait_status(status, how, sizeof how), r->alive,
+                      r->alive == 1 ? "" : "s");
+            stop_ranks(r, SIGTERM);
+        }
+    }
+}
+
+static void on_signal(run_t *r, int sig)
+{
+    char name[32];
+    if (sig == SIGCHLD) {
+        reap(r);
+        return;
+    }
+    if (!r->stopping) {
+        r->interrupted = sig;
+        ddl_warn("got %s: forwarding it to %d rank%s", ddl_signal_name(sig, name, sizeof name),
+                 r->alive, r->alive == 1 ? "" : "s");
+        stop_ranks(r, sig);
+    } else if (sig == SIGINT || sig == SIGTERM) {
+        if (!r->interrupted)
+            r->interrupted = sig;
+        ddl_warn("got %s again: killing the ranks now", ddl_signal_name(sig, name, sizeof name));
+        stop_ranks(r, SIGKILL);
+    }
+}
+
+static void supervise(run_t *r)
+{
+    int np = r->o.np;
+    struct pollfd *pfds = calloc((size_t)(1 + 2 * np), sizeof *pfds);
+    int *map = calloc((size_t)(1 + 2 * np), sizeof *map);
+    if (!pfds || !map) {
+        ddl_error("out of memory");
+        stop_ranks(r, SIGKILL);
+    }
+    for (;;) {
+        int n = 0, open_pipes = 0;
+        if (pfds) {
+            pfds[n++] = (struct pollfd){.fd = r->sfd, .events = POLLIN};
+            for (int i = 0; i < np; i++)
+                for (int s = 0; s < 2; s++)
+                    if (r->ranks[i].out[s].fd >= 0) {
+                        map[n] = i * 2 + s;
+                        pfds[n++] = (struct pollfd){.fd = r->ranks[i].out[s].fd, .events = POLLIN};
+                        open_pipes++;
+                    }
+        }
+        if (r->alive == 0 && open_pipes == 0)
+            break;
+        int timeout = 1000;
+        if (r->kill_at) {
+            int64_t left = r->kill_at - ddl_now_ms();
+            timeout = left < 0 ? 0 : (int)(left < 1000 ? left : 1000);
+        }
+        int rc = pfds ? poll(pfds, (nfds_t)n, timeout) : 0;
+        if (rc < 0 && errno != EINTR) {
+            ddl_error("poll: %m");
+            break;
+        }
+        if (rc > 0 && (pfds[0].revents & POLLIN)) {
+            struct signalfd_siginfo si;
+            while (read(r->sfd, &si, sizeof si) == sizeof si)
+                on_signal(r, (int)si.ssi_signo);
+        }
+        for (int k = 1; rc > 0 && k < n; k++)
+            if (pfds[k].revents) {
+                int i = map[k] / 2, s = map[k] % 2;
+                pump(&r->ranks[i].out[s], i, s ? STDERR_FILENO : STDOUT_FILENO);
+            }
+        reap(r); /* a SIGCHLD merged with another signal is not lost */
+        if (r->kill_at && ddl_now_ms() >= r->kill_at && r->alive > 0) {
+            ddl_warn("%d rank%s still running %.1f s after SIGTERM: sending SIGKILL", r->alive,
+                     r->alive == 1 ? "" : "s", (double)r->o.grace_ms / 1000.0);
+            stop_ranks(r, SIGKILL);
+            r->kill_at = 0;
+        }
+        /* With every rank gone, a pipe kept open by a leftover grandchild must
+         * not keep ddlrun waiting: the sweep below kills it. */
+        if (r->alive == 0) {
+            for (int i = 0; i < np; i++)
+                if (r->ranks[i].pid < 0)
+                    kill(r->ranks[i].pid, SIGKILL);
+        }
+    }
+    free(pfds);
+    free(map);
+}
+
+static void shutdown_agent(run_t *r)
+{
+    if (r->agent <= 0)
+        return;
+    kill(r->agent, SIGTERM);
+    for (int i = 0; i < 200; i++) {
+        if (waitpid(r->agent, NULL, WNOHANG) == r->agent) {
+            r->agent = 0;
+            break;
+        }
+        usleep(10000);
+    }
+    if (r->agent > 0) {
+        ddl_warn("the ddl-agent (pid %d) did not exit within 2 s of SIGTERM: killed",
+                 (int)r->agent);
+        kill(r->agent, SIGKILL);
+        waitpid(r->agent, NULL, 0);
+        r->agent = 0;
+    }
+}
+
+static int exit_code(run_t *r)
+{
+    if (r->first_failed >= 0)
+        return ddl_wait_status_code(r->ranks[r->first_failed].status);
+    if (r->interrupted)
+        return 128 + r->interrupted;
+    if (r->agent_died)
+        return 1;
+    for (int i = 0; i < r->o.np; i++) /* failures while stopping */
+        if (r->ranks[i].status)
+            return ddl_wait_status_code(r->ranks[i].status);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    run_t r = {.first_failed = -1, .sfd = -1};
+    ddl_error_t err;
+    char dir[400];
+    sigset_t mask;
+    int code = 1;
+
+    ddl_log_init("ddlrun", DDL_LOG_INFO);
+    switch (ddlrun_parse_args(argc, argv, &r.o, &err)) {
+    case DDLRUN_ARGS_HELP:
+        fputs(ddlrun_usage, stdout);
+        return 0;
+    case DDLRUN_ARGS_VERSION:
+        printf("ddlrun %s\n", DDL_VERSION_STRING);
+        return 0;
+    case DDLRUN_ARGS_ERROR:
+        fprintf(stderr, "ddlrun: %s\nTry 'ddlrun --help'.\n", err.text);
+        return 2;
+    case DDLRUN_ARGS_RUN:
+        break;
+    }
+    if (r.o.verbose) {
+        ddl_log_set_level(DDL_LOG_DEBUG);
+        setenv("DDL_LOG_LEVEL", "debug", 1); /* for the agent, ddl-launch and libddl */
+    }
+    if (find_program(r.o.prog_argv[0]) < 0) {
+        ddl_error("cannot execute '%s': %s", r.o.prog_argv[0], strerror(errno));
+        return 127;
+    }
+    if (ddl_find_helper("ddl-launch", "launcher", DDL_LIBEXECDIR, r.launch_path,
+                        sizeof r.launch_path, &err) < 0 ||
+        ddl_find_helper("ddl-agent", "agent", DDL_BINDIR, r.agent_path, sizeof r.agent_path,
+                        &err) < 0) {
+        ddl_error("%s", err.text);
+        return 1;
+    }
+    if (ddl_runtime_dir(getuid(), 1, dir, sizeof dir, &err) < 0) {
+        ddl_error("%s", err.text);
+        return 1;
+    }
+    snprintf(r.step, sizeof r.step, "local-%d", (int)getpid());
+    snprintf(r.sock, sizeof r.sock, "%s/%s.sock", dir, r.step);
+
+    r.ranks = calloc((size_t)r.o.np, sizeof *r.ranks);
+    if (!r.ranks) {
+        ddl_error("out of memory for %d ranks", r.o.np);
+        return 1;
+    }
+    for (int i = 0; i < r.o.np; i++)
+        r.ranks[i].out[0].fd = r.ranks[i].out[1].fd = -1;
+
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGQUIT);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    r.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (r.sfd < 0) {
+        ddl_error("signalfd: %m");
+        return 1;
+    }
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+    if (start_agent(&r) == 0) {
+        int port = free_tcp_port();
+        for (int i = 0; i < r.o.np && !r.stopping; i++) {
+            if (start_rank(&r, i, port) < 0) {
+                r.agent_died = 1; /* reported; makes the exit status 1 */
+                stop_ranks(&r, SIGTERM);
+            }
+        }
+        supervise(&r);
+        code = exit_code(&r);
+        for (int i = 0; i < r.o.np; i++) /* leftovers of the ranks' process groups */
+            if (r.ranks[i].pid)
+                kill(r.ranks[i].pid < 0 ? r.ranks[i].pid : -r.ranks[i].pid, SIGKILL);
+    }
+    shutdown_agent(&r);
+    unlink(r.sock);
+    /* reap anything adopted as subreaper */
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+    for (int i = 0; i < r.o.np; i++)
+        for (int s = 0; s < 2; s++)
+            free(r.ranks[i].out[s].buf);
+    free(r.ranks);
+    close(r.sfd);
+    return code;
+}

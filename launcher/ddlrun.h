@@ -1,0 +1,38 @@
+/* ddlrun.h: ddlrun's options and their parser (separate from main so the
+ * unit tests can drive the parser). */
+#ifndef DDL_DDLRUN_H
+#define DDL_DDLRUN_H
+
+#include "util.h"
+
+#define DDLRUN_MAX_RANKS 4096
+#define DDLRUN_DEFAULT_GRACE_MS 5000
+
+typedef struct {
+    int np;          /* -n: number of ranks */
+    int label;       /* --label: prefix output lines with "[rank] " */
+    long grace_ms;   /* --grace: SIGTERM -> SIGKILL delay */
+    int verbose;     /* -v: debug logging */
+    int prog_argc;   /* the program and its arguments */
+    char **prog_argv; /* points into the argv given to the parser */
+} ddlrun_opts_t;
+
+typedef enum {
+    DDLRUN_ARGS_RUN = 0,     /* options valid: run the program */
+    DDLRUN_ARGS_HELP = 1,    /* --help was asked for */
+    DDLRUN_ARGS_VERSION = 2, /* --version was asked for */
+    DDLRUN_ARGS_ERROR = -1,  /* bad usage; the message is in err */
+} ddlrun_args_result_t;
+
+/* ddlrun_parse_args: parse argv (argv[0] is the program name).  Options end
+ * at "--" or at the first argument that is not an option, which is PROG.
+ * Never prints and never exits; on DDLRUN_ARGS_ERROR err holds one line
+ * naming the option, the value and the allowed range.  Not thread-safe
+ * (getopt state). */
+ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *opts,
+                                       ddl_error_t *err);
+
+/* ddlrun_usage: the --help text. */
+extern const char ddlrun_usage[];
+
+#endif

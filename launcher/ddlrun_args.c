@@ -1,0 +1,97 @@
+/* ddlrun_args.c: command-line parsing for ddlrun, strict and silent (the
+ * caller prints), so that every bad input is covered by unit tests. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <string.h>
+
+#include "ddlrun.h"
+
+const char ddlrun_usage[] =
+    "usage: ddlrun -n N [options] [--] PROG [ARGS...]\n"
+    "\n"
+    "Start N ranks of PROG on this machine with a ddl-agent, supervise them, and\n"
+    "exit with the status of the first rank that failed.\n"
+    "\n"
+    "  -n, --np N         number of ranks (1-4096), required\n"
+    "  -l, --label        prefix every output line with \"[RANK] \"\n"
+    "      --grace SECS   after SIGTERM, wait this long before SIGKILL (0-600, default 5)\n"
+    "  -v, --verbose      debug messages from ddlrun, ddl-launch and the agent\n"
+    "  -h, --help         this text\n"
+    "  -V, --version      print the version\n"
+    "\n"
+    "Each rank gets DDL_RANK, DDL_SIZE, DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_NODE_ID,\n"
+    "DDL_AGENT_SOCK and the PyTorch variables RANK, WORLD_SIZE, LOCAL_RANK,\n"
+    "LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR and MASTER_PORT.  Ranks read /dev/null\n"
+    "as standard input.\n"
+    "\n"
+    "Exit status: 0 if every rank exited 0; else the first failed rank's exit status,\n"
+    "or 128+N if it was killed by signal N; 128+N if ddlrun was interrupted by\n"
+    "signal N; 2 for bad usage; 127 if PROG cannot be found; 1 if ddl itself failed.\n";
+
+ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
+                                       ddl_error_t *err)
+{
+    static const struct option longopts[] = {
+        {"np", required_argument, NULL, 'n'},
+        {"label", no_argument, NULL, 'l'},
+        {"grace", required_argument, NULL, 'g'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    long v;
+    int c;
+
+    *o = (ddlrun_opts_t){.np = 0, .grace_ms = DDLRUN_DEFAULT_GRACE_MS};
+    optind = 0; /* full re-initialisation of getopt, for repeated calls */
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:n:lvhV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'n':
+            if (ddl_parse_long(optarg, 1, DDLRUN_MAX_RANKS, &v) < 0)
+                return ddl_errprintf(err, "-n: '%s' is not a number of ranks (1-%d)", optarg,
+                                     DDLRUN_MAX_RANKS),
+                       DDLRUN_ARGS_ERROR;
+            o->np = (int)v;
+            break;
+        case 'l':
+            o->label = 1;
+            break;
+        case 'g':
+            if (ddl_parse_seconds_ms(optarg, 0, 600000, &v) < 0)
+                return ddl_errprintf(err, "--grace: '%s' is not a number of seconds (0-600)",
+                                     optarg),
+                       DDLRUN_ARGS_ERROR;
+            o->grace_ms = v;
+            break;
+        case 'v':
+            o->verbose = 1;
+            break;
+        case 'h':
+            return DDLRUN_ARGS_HELP;
+        case 'V':
+            return DDLRUN_ARGS_VERSION;
+        case ':':
+            return ddl_errprintf(err, "%s: missing value", argv[optind - 1]), DDLRUN_ARGS_ERROR;
+        default:
+            if (optopt)
+                ddl_errprintf(err, "unknown option '-%c'", optopt);
+            else
+                ddl_errprintf(err, "unknown option '%s'", argv[optind - 1]);
+            return DDLRUN_ARGS_ERROR;
+        }
+    }
+    if (o->np == 0)
+        return ddl_errprintf(err, "-n N is required (the number of ranks, 1-%d)",
+                             DDLRUN_MAX_RANKS),
+               DDLRUN_ARGS_ERROR;
+    if (optind >= argc || argv[optind][0] == '\0')
+        return ddl_errprintf(err, "no program given: ddlrun -n N [--] PROG [ARGS...]"),
+               DDLRUN_ARGS_ERROR;
+    o->prog_argc = argc - optind;
+    o->prog_argv = argv + optind;
+    return DDLRUN_ARGS_RUN;
+}

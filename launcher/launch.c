@@ -1,0 +1,211 @@
+/* launch.c: ddl-launch, the per-rank supervisor.
+ *
+ *   ddl-launch [--] PROG [ARGS...]
+ *
+ * It registers its rank with the node's ddl-agent (DDL_AGENT_SOCK,
+ * DDL_RANK), starts PROG as its worker child, forwards signals to it, tells
+ * the agent when the worker runs and how it ended, and finally ends the same
+ * way as the worker: the same exit status, or killed by the same signal, so
+ * that ddlrun (and later slurmstepd) sees the worker's fate.  On SIGTERM,
+ * SIGINT or SIGHUP the worker gets the signal and DDL_GRACE_MS (default
+ * 5000) to exit before SIGKILL.  If ddl-launch's parent dies it behaves as if
+ * sent SIGTERM; if ddl-launch itself is killed, the worker gets SIGKILL.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ddl_version.h"
+#include "log.h"
+#include "proto.h"
+#include "sock.h"
+#include "util.h"
+
+#define REGISTER_TIMEOUT_MS 10000
+
+static int agent_fd = -1;
+static long rank = -1;
+
+/* tell: best-effort report to the agent; the worker's fate never depends on it. */
+static void tell(uint8_t state, pid_t wpid, int wstatus)
+{
+    if (agent_fd < 0)
+        return;
+    ddl_msg_t m = {.type = DDL_MSG_RANK_STATE};
+    m.u.rank_state.rank = (uint32_t)rank;
+    m.u.rank_state.state = state;
+    m.u.rank_state.pid = (int32_t)wpid;
+    m.u.rank_state.wstatus = wstatus;
+    if (ddl_proto_send(agent_fd, &m) < 0)
+        ddl_debug("rank %ld: cannot report to the agent: %m", rank);
+}
+
+static int register_rank(void)
+{
+    const char *sock = getenv("DDL_AGENT_SOCK");
+    const char *r = getenv("DDL_RANK");
+    ddl_error_t err;
+    ddl_msg_t m;
+
+    if (!sock || !*sock)
+        return 0; /* no agent: plain supervision */
+    if (ddl_parse_long(r, 0, 0xffffff, &rank) < 0) {
+        ddl_error("DDL_RANK='%s' is not a rank number (0-16777215)", r ? r : "");
+        return -1;
+    }
+    agent_fd = ddl_sock_connect(sock, REGISTER_TIMEOUT_MS, &err);
+    if (agent_fd < 0) {
+        ddl_error("rank %ld: %s", rank, err.text);
+        return -1;
+    }
+    m = (ddl_msg_t){.type = DDL_MSG_REGISTER};
+    m.u.reg.rank = (uint32_t)rank;
+    m.u.reg.pid = (int32_t)getpid();
+    if (ddl_proto_send(agent_fd, &m) < 0 ||
+        ddl_proto_recv(agent_fd, &m, REGISTER_TIMEOUT_MS, &err) < 0) {
+        ddl_error("rank %ld: registration with the agent at %s failed: %s", rank, sock,
+                  errno == EPROTO || errno == ETIMEDOUT ? err.text : strerror(errno));
+        return -1;
+    }
+    int ok = m.type == DDL_MSG_ACK;
+    if (!ok)
+        ddl_error("rank %ld: the agent refused the registration: %s", rank,
+                  m.type == DDL_MSG_ERROR ? m.u.error.text : ddl_msg_type_str(m.type));
+    ddl_msg_clear(&m);
+    return ok ? 0 : -1;
+}
+
+/* die_like: end this process the way the worker ended. */
+static void die_like(int status)
+{
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        struct rlimit no_core = {0, 0};
+        sigset_t set;
+        setrlimit(RLIMIT_CORE, &no_core); /* the worker's core is the one that matters */
+        signal(sig, SIG_DFL);
+        sigemptyset(&set);
+        sigaddset(&set, sig);
+        sigprocmask(SIG_UNBLOCK, &set, NULL);
+        raise(sig);
+        _exit(128 + sig); /* a signal whose default is not to terminate */
+    }
+    _exit(ddl_wait_status_code(status));
+}
+
+int main(int argc, char **argv)
+{
+    sigset_t mask, none;
+    int first = 1;
+    long grace_ms = 5000;
+    ddl_log_init("ddl-launch", DDL_LOG_WARN);
+
+    if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+        printf("ddl-launch %s\n", DDL_VERSION_STRING);
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "--") == 0)
+        first = 2;
+    if (first >= argc || (first == 1 && argv[1][0] == '-')) {
+        fprintf(stderr, "usage: ddl-launch [--] PROG [ARGS...]\n"
+                        "(the per-rank supervisor; started by ddlrun or the ddl SPANK plugin)\n");
+        return 2;
+    }
+    const char *g = getenv("DDL_GRACE_MS");
+    if (g && ddl_parse_long(g, 0, 600000, &grace_ms) < 0) {
+        ddl_error("DDL_GRACE_MS='%s' is not a number of milliseconds (0-600000)", g);
+        return 2;
+    }
+
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGQUIT);
+    sigaddset(&mask, SIGUSR1);
+    sigaddset(&mask, SIGUSR2);
+    sigaddset(&mask, SIGCONT);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    if (sfd < 0) {
+        ddl_error("signalfd: %m");
+        return 1;
+    }
+    pid_t parent = getppid();
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+        raise(SIGTERM); /* parent died before prctl: handled below like a real one */
+
+    if (register_rank() < 0)
+        return 1;
+
+    pid_t wpid = fork();
+    if (wpid < 0) {
+        ddl_error("rank %ld: fork: %m", rank);
+        return 1;
+    }
+    if (wpid == 0) {
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() == 1)
+            _exit(137);
+        execvp(argv[first], argv + first);
+        int e = errno;
+        fprintf(stderr, "ddl-launch: cannot execute '%s': %s\n", argv[first], strerror(e));
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    tell(DDL_RANK_RUNNING, wpid, 0);
+
+    int64_t kill_at = 0;
+    int status = 0;
+    for (;;) {
+        int timeout = -1;
+        if (kill_at) {
+            int64_t left = kill_at - ddl_now_ms();
+            timeout = left < 0 ? 0 : (int)left;
+        }
+        struct pollfd p = {.fd = sfd, .events = POLLIN};
+        int rc = poll(&p, 1, timeout);
+        if (rc < 0 && errno != EINTR) {
+            ddl_error("poll: %m");
+            kill(wpid, SIGKILL);
+        }
+        if (rc == 0 && kill_at) {
+            ddl_warn("rank %ld: worker %d still running %ld ms after SIGTERM: sending SIGKILL",
+                     rank, (int)wpid, grace_ms);
+            kill(wpid, SIGKILL);
+            kill_at = 0;
+            continue;
+        }
+        struct signalfd_siginfo si;
+        if (rc > 0 && read(sfd, &si, sizeof si) == sizeof si) {
+            int sig = (int)si.ssi_signo;
+            if (sig != SIGCHLD) {
+                kill(wpid, sig);
+                if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !kill_at)
+                    kill_at = ddl_now_ms() + grace_ms;
+            }
+        }
+        pid_t w = waitpid(wpid, &status, WNOHANG);
+        if (w == wpid)
+            break;
+    }
+    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    tell(ok ? DDL_RANK_EXITED : DDL_RANK_FAILED, wpid, status);
+    if (agent_fd >= 0)
+        close(agent_fd);
+    close(sfd);
+    die_like(status);
+}

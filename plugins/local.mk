@@ -1,0 +1,1 @@
+# plugins: nothing built here yet (see plugins/README.md).

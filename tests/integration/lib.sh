@@ -1,0 +1,101 @@
+# lib.sh: helpers for ddl's integration tests (TAP from shell).
+#
+# Source it first thing in a .t script.  It provides ok/not_ok bookkeeping
+# (t_ok, t_is, t_skip, t_skip_all, t_diag, t_done), paths to the built
+# programs, a per-test scratch directory and a unique token to find the
+# test's own processes in the process table.  Everything the test starts is
+# bounded in time (t_run uses timeout) and killed on exit.
+
+set -u
+: "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${top_srcdir:=$top_builddir}"
+
+DDLRUN="$top_builddir/launcher/ddlrun"
+DDL_LAUNCH="$top_builddir/launcher/ddl-launch"
+DDL_AGENT="$top_builddir/agent/ddl-agent"
+COLL_CHECK="$top_builddir/tests/helpers/coll-check"
+FMNIST="$top_builddir/examples/fmnist/fmnist-train"
+
+T_NUM=0
+T_FAILED=0
+T_TOKEN="ddltest$$x$(date +%s%N | tail -c 7)"
+T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/ddl-test.XXXXXX")
+# Sockets of the ddlrun instances this test starts go to a private place.
+export DDL_RUNTIME_DIR="$T_TMP/run"
+mkdir -p "$DDL_RUNTIME_DIR"
+
+t_cleanup() {
+    pkill -KILL -f "$T_TOKEN" 2>/dev/null
+    rm -rf "$T_TMP"
+}
+trap t_cleanup EXIT
+
+t_diag() { printf '%s\n' "$@" | sed 's/^/# /'; }
+
+t_ok() { # t_ok STATUS DESCRIPTION: STATUS 0 is a pass
+    T_NUM=$((T_NUM + 1))
+    if [ "$1" -eq 0 ]; then
+        echo "ok $T_NUM - $2"
+    else
+        echo "not ok $T_NUM - $2"
+        T_FAILED=$((T_FAILED + 1))
+    fi
+}
+
+t_is() { # t_is GOT WANT DESCRIPTION
+    if [ "$1" = "$2" ]; then t_ok 0 "$3"; else
+        t_ok 1 "$3"
+        t_diag "     got: '$1'" "expected: '$2'"
+    fi
+}
+
+t_like() { # t_like FILE REGEX DESCRIPTION: FILE has a line matching REGEX
+    if grep -Eq -- "$2" "$1"; then t_ok 0 "$3"; else
+        t_ok 1 "$3"
+        t_diag "no line matches /$2/ in:"
+        sed 's/^/#   /' "$1" | tail -n 20
+    fi
+}
+
+t_skip() { T_NUM=$((T_NUM + 1)); echo "ok $T_NUM # SKIP $*"; }
+
+t_skip_all() { echo "1..0 # SKIP $*"; exit 0; }
+
+t_done() {
+    echo "1..$T_NUM"
+    [ "$T_FAILED" -eq 0 ]
+    exit $?
+}
+
+# t_run SECONDS CMD...: run with a time limit; stdout/stderr to $T_TMP/out,
+# $T_TMP/err; returns the command's status (124 on time-out).
+t_run() {
+    local limit=$1
+    shift
+    timeout -k 5 "$limit" "$@" >"$T_TMP/out" 2>"$T_TMP/err"
+}
+
+# t_procs: number of processes whose command line holds the test token.
+t_procs() { pgrep -f "$T_TOKEN" 2>/dev/null | wc -l; }
+
+# t_wait_procs N SECONDS: wait until at most N such processes remain.
+t_wait_procs() {
+    local i=0 limit=$(($2 * 10))
+    while [ "$(t_procs)" -gt "$1" ] && [ $i -lt $limit ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    [ "$(t_procs)" -le "$1" ]
+}
+
+# t_wait_file PATH SECONDS: wait for a file to appear.
+t_wait_file() {
+    local i=0 limit=$(($2 * 10))
+    while [ ! -e "$1" ] && [ $i -lt $limit ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    [ -e "$1" ]
+}
+
+[ -x "$DDLRUN" ] || { echo "Bail out! $DDLRUN is not built"; exit 1; }

@@ -1,0 +1,77 @@
+/* t_api.c: libddl's public API in a single process without an agent: the
+ * world of one, argument errors with their status codes and detail texts,
+ * status strings, and init/finalize ordering.  Linked against the built
+ * shared library, as a user program would be. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ddl.h"
+#include "../tap.h"
+
+int main(void)
+{
+    plan(NO_PLAN);
+    unsetenv("DDL_SIZE");
+    unsetenv("DDL_RANK");
+    unsetenv("DDL_AGENT_SOCK");
+
+    float x[4] = {1, 2, 3, 4}, y[4];
+    is(ddl_allreduce(ddl_comm_world(), x, y, 4, DDL_FLOAT32, DDL_SUM), DDL_ERR_NOT_INITIALIZED,
+       "allreduce before ddl_init");
+    is(ddl_finalize(), DDL_ERR_NOT_INITIALIZED, "finalize before ddl_init");
+    ok(ddl_comm_world() == NULL, "no world before ddl_init");
+
+    setenv("DDL_SIZE", "two", 1);
+    is(ddl_init(), DDL_ERR_INVALID, "DDL_SIZE=two is refused");
+    ok(strstr(ddl_last_error(), "DDL_SIZE='two'") != NULL, "... naming the value: %s", ddl_last_error());
+    setenv("DDL_SIZE", "2", 1);
+    setenv("DDL_RANK", "2", 1);
+    is(ddl_init(), DDL_ERR_INVALID, "DDL_RANK=2 of 2 is refused");
+    setenv("DDL_RANK", "0", 1);
+    is(ddl_init(), DDL_ERR_BOOTSTRAP, "DDL_SIZE=2 without an agent socket");
+    ok(strstr(ddl_last_error(), "DDL_AGENT_SOCK") != NULL, "... says what is missing: %s",
+       ddl_last_error());
+    setenv("DDL_AGENT_SOCK", "/nonexistent/agent.sock", 1);
+    setenv("DDL_BOOTSTRAP_TIMEOUT", "1", 1);
+    is(ddl_init(), DDL_ERR_BOOTSTRAP, "an agent socket that does not exist");
+    ok(strstr(ddl_last_error(), "/nonexistent/agent.sock") != NULL, "... names the path: %s",
+       ddl_last_error());
+    unsetenv("DDL_SIZE");
+    unsetenv("DDL_RANK");
+    unsetenv("DDL_AGENT_SOCK");
+
+    is(ddl_init(), DDL_OK, "ddl_init alone: a world of one");
+    is(ddl_init(), DDL_ERR_ALREADY, "second ddl_init");
+    ok(ddl_rank() == 0 && ddl_size() == 1 && ddl_local_rank() == 0 && ddl_local_size() == 1 &&
+           ddl_node_id() == 0 && ddl_num_nodes() == 1,
+       "identity of a world of one");
+    ddl_comm_t *w = ddl_comm_world();
+    ok(w && ddl_comm_rank(w) == 0 && ddl_comm_size(w) == 1, "world communicator");
+    is(ddl_comm_size(NULL), -1, "size of NULL comm");
+
+    is(ddl_allreduce(w, x, y, 4, DDL_FLOAT32, DDL_SUM), DDL_OK, "allreduce of one rank");
+    ok(memcmp(x, y, sizeof x) == 0, "... copies the input");
+    is(ddl_allreduce(w, DDL_IN_PLACE, x, 4, DDL_FLOAT32, DDL_AVG), DDL_OK, "in-place avg");
+    ok(x[3] == 4, "... of one rank is the value");
+    is(ddl_allreduce(w, NULL, y, 4, DDL_FLOAT32, DDL_SUM), DDL_ERR_INVALID, "NULL send buffer");
+    is(ddl_allreduce(w, x, NULL, 0, DDL_FLOAT32, DDL_SUM), DDL_OK, "count 0 with NULL is fine");
+    is(ddl_allreduce(w, x, y, 4, DDL_INT32, DDL_AVG), DDL_ERR_UNSUPPORTED, "avg on integers");
+    is(ddl_allreduce(w, x, y, 4, (ddl_dtype_t)77, DDL_SUM), DDL_ERR_INVALID, "unknown type");
+    is(ddl_allreduce(NULL, x, y, 4, DDL_FLOAT32, DDL_SUM), DDL_ERR_INVALID, "NULL communicator");
+    is(ddl_allreduce(w, x, y, SIZE_MAX / 2, DDL_FLOAT32, DDL_SUM), DDL_ERR_INVALID,
+       "count whose byte size overflows");
+    is(ddl_bcast(w, x, 4, DDL_FLOAT32, 1), DDL_ERR_INVALID, "bcast root 1 of 1 rank");
+    ok(strstr(ddl_last_error(), "root 1") != NULL, "... names the root: %s", ddl_last_error());
+    is(ddl_bcast(w, x, 4, DDL_FLOAT32, 0), DDL_OK, "bcast from root 0");
+    is(ddl_barrier(w), DDL_OK, "barrier of one");
+    is(ddl_finalize(), DDL_OK, "finalize");
+    is(ddl_finalize(), DDL_ERR_NOT_INITIALIZED, "second finalize");
+    is(ddl_init(), DDL_OK, "init again after finalize");
+    is(ddl_finalize(), DDL_OK, "finalize again");
+
+    ok(strncmp(ddl_status_str(DDL_ERR_PEER), "DDL_ERR_PEER", 12) == 0, "status string for PEER");
+    ok(strncmp(ddl_status_str((ddl_status_t)-999), "DDL_ERR_UNKNOWN", 15) == 0,
+       "status string for an unknown code");
+    ok(strcmp(DDL_VERSION_STRING, "") != 0, "version string: %s", DDL_VERSION_STRING);
+    return done_testing();
+}

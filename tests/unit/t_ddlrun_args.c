@@ -1,0 +1,99 @@
+/* t_ddlrun_args.c: ddlrun's command-line parser: valid forms, where the
+ * program's own options begin, and every kind of bad usage with its message. */
+#include "config.h"
+
+#include <string.h>
+
+#include "ddlrun.h"
+#include "../tap.h"
+
+#define ARGV(...) ((char *[]){"ddlrun", __VA_ARGS__, NULL})
+
+/* parse: argc is counted up to the NULL that ARGV() appends. */
+static ddlrun_args_result_t parse(char **argv, ddlrun_opts_t *o, ddl_error_t *err)
+{
+    int argc = 0;
+    while (argv[argc])
+        argc++;
+    err->text[0] = '\0';
+    return ddlrun_parse_args(argc, argv, o, err);
+}
+
+struct bad_case {
+    char *args[6];
+    const char *needle; /* must appear in the message */
+};
+
+int main(void)
+{
+    ddlrun_opts_t o;
+    ddl_error_t err;
+    plan(NO_PLAN);
+
+    char **v = ARGV("-n", "4", "./train", "--epochs", "3");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN, "-n 4 ./train --epochs 3 parses");
+    is(o.np, 4, "np is 4");
+    is(o.prog_argc, 3, "program gets 3 words");
+    is_str(o.prog_argv[0], "./train", "program is ./train");
+    is_str(o.prog_argv[1], "--epochs", "the program's own options are left alone");
+    is(o.grace_ms, DDLRUN_DEFAULT_GRACE_MS, "grace defaults to 5 s");
+    ok(!o.label && !o.verbose, "label and verbose are off by default");
+
+    v = ARGV("--np=2", "--label", "--grace", "0.5", "-v", "--", "prog", "-n", "9");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN, "long options and -- parse");
+    ok(o.np == 2 && o.label && o.verbose && o.grace_ms == 500, "values: np 2, label, verbose, grace 500 ms");
+    ok(o.prog_argc == 3 && strcmp(o.prog_argv[1], "-n") == 0, "options after PROG belong to PROG");
+
+    v = ARGV("-n1", "-l", "true");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.np == 1 && o.label, "-n1 -l true");
+
+    v = ARGV("-n", "4096", "true");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.np == 4096, "4096 ranks is the maximum");
+
+    v = ARGV("--grace", "0", "-n", "1", "true");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.grace_ms == 0, "--grace 0 is allowed");
+
+    v = ARGV("--help");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_HELP, "--help");
+    v = ARGV("-h", "-n", "x");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_HELP, "-h wins over later bad options");
+    v = ARGV("--version");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_VERSION, "--version");
+    ok(strstr(ddlrun_usage, "-n, --np N") != NULL, "usage text documents -n");
+
+    static const struct bad_case bad[] = {
+        {{"-n", "x", "prog"}, "-n: 'x' is not a number of ranks (1-4096)"},
+        {{"-n", "0", "prog"}, "-n: '0' is not a number of ranks (1-4096)"},
+        {{"-n", "-3", "prog"}, "'-3' is not a number"},
+        {{"-n", "4097", "prog"}, "(1-4096)"},
+        {{"-n", "4 ", "prog"}, "'4 ' is not"},
+        {{"-n", "", "prog"}, "'' is not"},
+        {{"-n", "99999999999999999999", "prog"}, "is not a number"},
+        {{"prog"}, "-n N is required"},
+        {{"-n", "2"}, "no program given"},
+        {{"-n", "2", "--"}, "no program given"},
+        {{"-n"}, "-n: missing value"},
+        {{"--grace", "soon", "-n", "1", "prog"}, "--grace: 'soon' is not a number of seconds (0-600)"},
+        {{"--grace", "601", "-n", "1", "prog"}, "(0-600)"},
+        {{"--grace", "-1", "-n", "1", "prog"}, "--grace"},
+        {{"-x", "-n", "1", "prog"}, "unknown option '-x'"},
+        {{"--bogus", "-n", "1", "prog"}, "unknown option '--bogus'"},
+        {{"-n", "2", ""}, "no program given"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *argv[8] = {"ddlrun", NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+        int argc = 1;
+        char desc[128] = "";
+        for (int k = 0; k < 6 && bad[i].args[k]; k++) {
+            argv[argc++] = bad[i].args[k];
+            strncat(desc, bad[i].args[k], sizeof desc - strlen(desc) - 2);
+            strcat(desc, " ");
+        }
+        ddlrun_args_result_t rc = parse(argv, &o, &err);
+        ok(rc == DDLRUN_ARGS_ERROR, "bad usage [%s] is an error", desc);
+        ok(strstr(err.text, bad[i].needle) != NULL, "... message names it: %s", bad[i].needle);
+        if (!strstr(err.text, bad[i].needle))
+            diag("message was: '%s'", err.text);
+    }
+    return done_testing();
+}

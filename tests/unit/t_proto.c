@@ -1,0 +1,363 @@
+/* t_proto.c: the agent wire protocol: encode/decode round trips of every
+ * message type, partial frames, and malformed input (bad magic, version,
+ * type, lengths, truncated fields, oversized frames), plus blocking
+ * send/recv over a socketpair with timeouts. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "proto.h"
+#include "../tap.h"
+
+static uint8_t *encode(const ddl_msg_t *m, size_t *len)
+{
+    uint8_t *f = NULL;
+    if (ddl_proto_encode(m, &f, len) < 0)
+        BAIL_OUT("encode of %s failed: %s", ddl_msg_type_str(m->type), strerror(errno));
+    return f;
+}
+
+/* round: encode, decode, check the frame length was consumed exactly. */
+static void round_trip(const ddl_msg_t *in, ddl_msg_t *out)
+{
+    size_t len;
+    ddl_error_t err = {""};
+    uint8_t *f = encode(in, &len);
+    ssize_t used = ddl_proto_decode(f, len, out, &err);
+    is(used, (long long)len, "%s: decode consumes the whole %zu-byte frame", ddl_msg_type_str(in->type), len);
+    if (used < 0)
+        diag("decode error: %s", err.text);
+    /* every strict prefix is "need more", never an error or a message */
+    int prefix_ok = 1;
+    for (size_t k = 0; k < len; k++) {
+        ddl_msg_t tmp;
+        if (ddl_proto_decode(f, k, &tmp, &err) != 0)
+            prefix_ok = 0;
+    }
+    ok(prefix_ok, "%s: every truncated prefix asks for more bytes", ddl_msg_type_str(in->type));
+    free(f);
+}
+
+static void test_round_trips(void)
+{
+    ddl_msg_t in, out;
+
+    in = (ddl_msg_t){.type = DDL_MSG_ERROR};
+    in.u.error.code = EACCES;
+    in.u.error.text = "permission denied: uid 1000";
+    round_trip(&in, &out);
+    is(out.u.error.code, EACCES, "ERROR code survives");
+    is_str(out.u.error.text, "permission denied: uid 1000", "ERROR text survives");
+    ddl_msg_clear(&out);
+
+    in = (ddl_msg_t){.type = DDL_MSG_REGISTER};
+    in.u.reg.rank = 4095;
+    in.u.reg.pid = 123456;
+    round_trip(&in, &out);
+    ok(out.u.reg.rank == 4095 && out.u.reg.pid == 123456, "REGISTER rank and pid survive");
+    ddl_msg_clear(&out);
+
+    in = (ddl_msg_t){.type = DDL_MSG_RANK_STATE};
+    in.u.rank_state.rank = 7;
+    in.u.rank_state.state = DDL_RANK_FAILED;
+    in.u.rank_state.pid = 99;
+    in.u.rank_state.wstatus = 9; /* killed by SIGKILL */
+    round_trip(&in, &out);
+    ok(out.u.rank_state.rank == 7 && out.u.rank_state.state == DDL_RANK_FAILED &&
+           out.u.rank_state.pid == 99 && out.u.rank_state.wstatus == 9,
+       "RANK_STATE fields survive");
+    ddl_msg_clear(&out);
+
+    uint8_t blob[300];
+    for (int i = 0; i < 300; i++)
+        blob[i] = (uint8_t)(i * 31);
+    in = (ddl_msg_t){.type = DDL_MSG_ALLGATHER};
+    in.u.allgather.gen = 3;
+    in.u.allgather.seq = 1;
+    in.u.allgather.rank = 2;
+    in.u.allgather.size = 5;
+    in.u.allgather.len = sizeof blob;
+    in.u.allgather.data = blob;
+    round_trip(&in, &out);
+    ok(out.u.allgather.gen == 3 && out.u.allgather.seq == 1 && out.u.allgather.rank == 2 &&
+           out.u.allgather.size == 5 && out.u.allgather.len == sizeof blob &&
+           memcmp(out.u.allgather.data, blob, sizeof blob) == 0,
+       "ALLGATHER header and 300-byte blob survive");
+    ddl_msg_clear(&out);
+
+    in.u.allgather.len = 0;
+    in.u.allgather.data = NULL;
+    round_trip(&in, &out);
+    is(out.u.allgather.len, 0, "ALLGATHER with an empty blob");
+    ddl_msg_clear(&out);
+
+    uint32_t lens[4] = {3, 0, 5, 1};
+    uint8_t data[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    in = (ddl_msg_t){.type = DDL_MSG_ALLGATHER_RESULT};
+    in.u.allgather_result.gen = 1;
+    in.u.allgather_result.seq = 0;
+    in.u.allgather_result.count = 4;
+    in.u.allgather_result.lens = lens;
+    in.u.allgather_result.data = data;
+    round_trip(&in, &out);
+    ok(out.u.allgather_result.count == 4 && memcmp(out.u.allgather_result.lens, lens,
+                                                   sizeof lens) == 0 &&
+           memcmp(out.u.allgather_result.data, data, sizeof data) == 0,
+       "ALLGATHER_RESULT blobs (including an empty one) survive in order");
+    ddl_msg_clear(&out);
+
+    ddl_rank_info_t ranks[2] = {{0, DDL_RANK_RUNNING, 10, 11, 0},
+                                {1, DDL_RANK_EXITED, 12, 13, 256}};
+    in = (ddl_msg_t){.type = DDL_MSG_STATUS};
+    in.u.status.step = "local-42";
+    in.u.status.size = 2;
+    in.u.status.gen = 0;
+    in.u.status.agent_pid = 77;
+    in.u.status.nranks = 2;
+    in.u.status.ranks = ranks;
+    round_trip(&in, &out);
+    ok(strcmp(out.u.status.step, "local-42") == 0 && out.u.status.nranks == 2 &&
+           out.u.status.agent_pid == 77 && out.u.status.ranks[1].state == DDL_RANK_EXITED &&
+           out.u.status.ranks[1].wstatus == 256 && out.u.status.ranks[0].wpid == 11,
+       "STATUS step, agent pid and rank table survive");
+    ddl_msg_clear(&out);
+
+    in = (ddl_msg_t){.type = DDL_MSG_STATUS_REQ};
+    round_trip(&in, &out);
+    is(out.type, DDL_MSG_STATUS_REQ, "STATUS_REQ (empty body)");
+    in = (ddl_msg_t){.type = DDL_MSG_ACK};
+    round_trip(&in, &out);
+    is(out.type, DDL_MSG_ACK, "ACK (empty body)");
+}
+
+static void test_two_frames(void)
+{
+    ddl_msg_t a = {.type = DDL_MSG_REGISTER}, b = {.type = DDL_MSG_ACK}, out;
+    ddl_error_t err;
+    size_t la, lb;
+    a.u.reg.rank = 1;
+    uint8_t *fa = encode(&a, &la), *fb = encode(&b, &lb);
+    uint8_t *both = malloc(la + lb);
+    memcpy(both, fa, la);
+    memcpy(both + la, fb, lb);
+    ssize_t u1 = ddl_proto_decode(both, la + lb, &out, &err);
+    int t1 = out.type;
+    ssize_t u2 = ddl_proto_decode(both + la, lb, &out, &err);
+    ok(u1 == (ssize_t)la && t1 == DDL_MSG_REGISTER && u2 == (ssize_t)lb && out.type == DDL_MSG_ACK,
+       "two frames back to back decode one at a time");
+    free(fa);
+    free(fb);
+    free(both);
+}
+
+/* expect_malformed: decoding f must fail with EPROTO and a reason. */
+static void expect_malformed(const uint8_t *f, size_t len, const char *why, const char *needle)
+{
+    ddl_msg_t out;
+    ddl_error_t err = {""};
+    errno = 0;
+    ssize_t rc = ddl_proto_decode(f, len, &out, &err);
+    ok(rc == -1 && errno == EPROTO, "malformed: %s -> EPROTO", why);
+    ok(strstr(err.text, needle) != NULL, "malformed: %s -> message mentions '%s'", why, needle);
+    if (!strstr(err.text, needle))
+        diag("message was: '%s'", err.text);
+    ok(out.type == 0, "malformed: %s -> nothing returned", why);
+}
+
+static void set_u32(uint8_t *p, uint32_t v)
+{
+    v = htonl(v);
+    memcpy(p, &v, 4);
+}
+
+static void test_malformed(void)
+{
+    ddl_msg_t m = {.type = DDL_MSG_ALLGATHER};
+    uint8_t blob[16] = {0};
+    size_t len;
+    m.u.allgather.size = 4;
+    m.u.allgather.rank = 1;
+    m.u.allgather.len = sizeof blob;
+    m.u.allgather.data = blob;
+    uint8_t *good = encode(&m, &len);
+    uint8_t *f = malloc(len + 64);
+
+    memcpy(f, good, len);
+    f[0] ^= 0xff;
+    expect_malformed(f, len, "bad magic", "magic");
+
+    memcpy(f, good, len);
+    f[4] = DDL_PROTO_MAJOR + 1;
+    expect_malformed(f, len, "next major version", "major version");
+
+    memcpy(f, good, len);
+    f[6] = 0x7f;
+    expect_malformed(f, len, "unknown type", "unknown message type");
+
+    memcpy(f, good, len);
+    set_u32(f + 8, DDL_PROTO_MAX_BODY + 1);
+    expect_malformed(f, DDL_PROTO_HDR_LEN, "body over the limit", "limit");
+
+    /* blob length larger than what remains of the body */
+    memcpy(f, good, len);
+    set_u32(f + DDL_PROTO_HDR_LEN + 16, 1000);
+    expect_malformed(f, len, "blob longer than the body", "data");
+
+    /* body length that cuts the last field short */
+    memcpy(f, good, len);
+    set_u32(f + 8, 10);
+    expect_malformed(f, DDL_PROTO_HDR_LEN + 10, "truncated fields", "truncated");
+
+    /* rank outside the world */
+    memcpy(f, good, len);
+    set_u32(f + DDL_PROTO_HDR_LEN + 8, 4);
+    expect_malformed(f, len, "rank >= size", "rank/size");
+
+    /* an ERROR whose text has a NUL inside */
+    ddl_msg_t e = {.type = DDL_MSG_ERROR};
+    e.u.error.text = "abc";
+    size_t elen;
+    uint8_t *ef = encode(&e, &elen);
+    ef[elen - 2] = '\0';
+    expect_malformed(ef, elen, "NUL inside a string", "error text");
+    free(ef);
+
+    /* STATUS claiming more ranks than the body holds */
+    ddl_msg_t s = {.type = DDL_MSG_STATUS};
+    s.u.status.step = "x";
+    size_t slen;
+    uint8_t *sf = encode(&s, &slen);
+    set_u32(sf + slen - 4, 1u << 30);
+    expect_malformed(sf, slen, "rank count larger than the body", "rank count");
+    free(sf);
+
+    /* ALLGATHER_RESULT with a huge count must not allocate wildly */
+    ddl_msg_t r = {.type = DDL_MSG_ALLGATHER_RESULT};
+    size_t rlen;
+    uint8_t *rf = encode(&r, &rlen);
+    set_u32(rf + rlen - 4, 0xffffffffu);
+    expect_malformed(rf, rlen, "allgather count larger than the body", "count");
+    free(rf);
+
+    /* trailing bytes from a newer minor version are ignored */
+    memcpy(f, good, len);
+    memset(f + len, 0xab, 8);
+    set_u32(f + 8, (uint32_t)(len - DDL_PROTO_HDR_LEN + 8));
+    ddl_msg_t out;
+    ddl_error_t err;
+    ok(ddl_proto_decode(f, len + 8, &out, &err) == (ssize_t)(len + 8) &&
+           out.u.allgather.len == sizeof blob,
+       "trailing fields of a newer minor version are skipped");
+    ddl_msg_clear(&out);
+
+    /* a state value out of range */
+    ddl_msg_t st = {.type = DDL_MSG_RANK_STATE};
+    size_t stlen;
+    uint8_t *stf = encode(&st, &stlen);
+    stf[DDL_PROTO_HDR_LEN + 4] = 200;
+    expect_malformed(stf, stlen, "unknown rank state", "state");
+    free(stf);
+
+    free(f);
+    free(good);
+}
+
+static void test_encode_errors(void)
+{
+    uint8_t *f;
+    size_t len;
+    ddl_msg_t m = {.type = 999};
+    errno = 0;
+    ok(ddl_proto_encode(&m, &f, &len) == -1 && errno == EINVAL, "encode: unknown type -> EINVAL");
+
+    char *big = malloc(DDL_PROTO_MAX_STR + 2);
+    memset(big, 'x', DDL_PROTO_MAX_STR + 1);
+    big[DDL_PROTO_MAX_STR + 1] = '\0';
+    m = (ddl_msg_t){.type = DDL_MSG_ERROR};
+    m.u.error.text = big;
+    errno = 0;
+    ok(ddl_proto_encode(&m, &f, &len) == -1 && errno == EINVAL,
+       "encode: string over %u bytes -> EINVAL", DDL_PROTO_MAX_STR);
+    free(big);
+
+    m = (ddl_msg_t){.type = DDL_MSG_ALLGATHER};
+    m.u.allgather.size = 1;
+    m.u.allgather.len = DDL_PROTO_MAX_BODY + 1;
+    m.u.allgather.data = calloc(1, (size_t)DDL_PROTO_MAX_BODY + 1);
+    errno = 0;
+    ok(ddl_proto_encode(&m, &f, &len) == -1 && errno == EMSGSIZE, "encode: body over the limit -> EMSGSIZE");
+    free(m.u.allgather.data);
+
+    m = (ddl_msg_t){.type = DDL_MSG_ALLGATHER};
+    m.u.allgather.size = 1;
+    m.u.allgather.len = 4;
+    errno = 0;
+    ok(ddl_proto_encode(&m, &f, &len) == -1 && errno == EINVAL, "encode: NULL blob with a length -> EINVAL");
+}
+
+static void test_socket_io(void)
+{
+    int sv[2];
+    ddl_msg_t m = {.type = DDL_MSG_REGISTER}, out;
+    ddl_error_t err;
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+        BAIL_OUT("socketpair: %s", strerror(errno));
+    m.u.reg.rank = 3;
+    ok(ddl_proto_send(sv[0], &m) == 0, "send over a socket");
+    ok(ddl_proto_recv(sv[1], &out, 1000, &err) == 0 && out.type == DDL_MSG_REGISTER &&
+           out.u.reg.rank == 3,
+       "recv gets the same message");
+
+    errno = 0;
+    int64_t t0 = ddl_now_ms();
+    ok(ddl_proto_recv(sv[1], &out, 100, &err) == -1 && errno == ETIMEDOUT,
+       "recv with nothing sent times out with ETIMEDOUT");
+    ok(ddl_now_ms() - t0 < 2000, "... after about the timeout");
+
+    /* a header promising a body that never fully arrives */
+    size_t len;
+    uint8_t *f = encode(&m, &len);
+    ddl_write_full(sv[0], f, len - 2);
+    errno = 0;
+    ok(ddl_proto_recv(sv[1], &out, 100, &err) == -1 && errno == ETIMEDOUT,
+       "partial frame then silence -> ETIMEDOUT");
+    free(f);
+
+    /* garbage is EPROTO */
+    ddl_write_full(sv[0], "GARBAGE-GARBAGE!", 16);
+    int fresh[2];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, fresh);
+    ddl_write_full(fresh[0], "GARBAGE-GARBAGE!", 16);
+    errno = 0;
+    ok(ddl_proto_recv(fresh[1], &out, 1000, &err) == -1 && errno == EPROTO,
+       "garbage on the socket -> EPROTO");
+    close(fresh[0]);
+    close(fresh[1]);
+
+    close(sv[0]);
+    close(sv[1]);
+    socketpair(AF_UNIX, SOCK_STREAM, 0, fresh);
+    close(fresh[0]);
+    errno = 0;
+    ok(ddl_proto_recv(fresh[1], &out, 1000, &err) == -1 && errno == ECONNRESET,
+       "peer closed -> ECONNRESET at once, not a hang");
+    close(fresh[1]);
+}
+
+int main(void)
+{
+    plan(NO_PLAN);
+    test_round_trips();
+    test_two_frames();
+    test_malformed();
+    test_encode_errors();
+    test_socket_io();
+    is_str(ddl_rank_state_str(DDL_RANK_RUNNING), "running", "state names");
+    is_str(ddl_rank_state_str(99), "unknown", "unknown state name");
+    return done_testing();
+}

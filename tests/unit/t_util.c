@@ -1,0 +1,164 @@
+/* t_util.c: common helpers: strict number parsing, wait-status wording and
+ * exit codes, the private runtime directory, the logger's level parsing, and
+ * the Unix socket helpers (permissions, stale sockets, peer credentials). */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sock.h"
+#include "util.h"
+#include "../tap.h"
+
+static void test_parse(void)
+{
+    long v = -1;
+    ok(ddl_parse_long("42", 0, 100, &v) == 0 && v == 42, "parse 42");
+    ok(ddl_parse_long("-5", -10, 10, &v) == 0 && v == -5, "parse -5");
+    errno = 0;
+    ok(ddl_parse_long("101", 0, 100, &v) == -1 && errno == ERANGE, "101 > max -> ERANGE");
+    errno = 0;
+    ok(ddl_parse_long("4x", 0, 100, &v) == -1 && errno == EINVAL, "trailing junk -> EINVAL");
+    errno = 0;
+    ok(ddl_parse_long("", 0, 100, &v) == -1 && errno == EINVAL, "empty -> EINVAL");
+    errno = 0;
+    ok(ddl_parse_long(NULL, 0, 100, &v) == -1 && errno == EINVAL, "NULL -> EINVAL");
+    errno = 0;
+    ok(ddl_parse_long(" 4", 0, 100, &v) == -1 && errno == EINVAL, "leading space -> EINVAL");
+    errno = 0;
+    ok(ddl_parse_long("99999999999999999999999", 0, 100, &v) == -1 && errno == ERANGE,
+       "overflow -> ERANGE");
+    ok(ddl_parse_seconds_ms("1.5", 0, 10000, &v) == 0 && v == 1500, "1.5 s -> 1500 ms");
+    ok(ddl_parse_seconds_ms(".25", 0, 10000, &v) == 0 && v == 250, ".25 s -> 250 ms");
+    errno = 0;
+    ok(ddl_parse_seconds_ms("-1", 0, 10000, &v) == -1 && errno == EINVAL, "negative seconds -> EINVAL");
+    errno = 0;
+    ok(ddl_parse_seconds_ms("11", 0, 10000, &v) == -1 && errno == ERANGE, "over max -> ERANGE");
+    errno = 0;
+    ok(ddl_parse_seconds_ms("nan", 0, 10000, &v) == -1, "nan is refused");
+}
+
+static void test_wait_status(void)
+{
+    char buf[128];
+    int st;
+    pid_t p = fork();
+    if (p == 0)
+        _exit(3);
+    waitpid(p, &st, 0);
+    is_str(ddl_describe_wait_status(st, buf, sizeof buf), "exited with status 3", "exit wording");
+    is(ddl_wait_status_code(st), 3, "exit code 3");
+    p = fork();
+    if (p == 0) {
+        raise(SIGKILL);
+        _exit(0);
+    }
+    waitpid(p, &st, 0);
+    is_str(ddl_describe_wait_status(st, buf, sizeof buf), "was killed by signal 9 (SIGKILL)",
+           "signal wording");
+    is(ddl_wait_status_code(st), 137, "signal 9 -> 137");
+    is_str(ddl_signal_name(SIGTERM, buf, sizeof buf), "SIGTERM", "signal name");
+}
+
+static void test_runtime_dir(void)
+{
+    char tmpl[] = "/tmp/t_util.XXXXXX", dir[512], bad[600];
+    ddl_error_t err;
+    struct stat st;
+    if (!mkdtemp(tmpl))
+        BAIL_OUT("mkdtemp: %s", strerror(errno));
+    setenv("DDL_RUNTIME_DIR", tmpl, 1);
+    ok(ddl_runtime_dir(getuid(), 1, dir, sizeof dir, &err) == 0, "runtime dir is created");
+    ok(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700, "... with mode 0700");
+    ok(ddl_runtime_dir(getuid(), 1, dir, sizeof dir, &err) == 0, "an existing private dir is fine");
+    chmod(dir, 0755);
+    errno = 0;
+    ok(ddl_runtime_dir(getuid(), 0, dir, sizeof dir, &err) == -1 && errno == EPERM,
+       "a dir readable by others is refused");
+    ok(strstr(err.text, "not a private directory") != NULL, "... with a message: %s", err.text);
+    rmdir(dir);
+    /* a symlink planted where the directory should be */
+    snprintf(bad, sizeof bad, "ln -s /tmp %s", dir);
+    if (system(bad) == 0) {
+        errno = 0;
+        ok(ddl_runtime_dir(getuid(), 1, dir, sizeof dir, &err) == -1 && errno == EPERM,
+           "a symlink in place of the directory is refused");
+        unlink(dir);
+    } else
+        skip(1, "cannot create a symlink");
+    rmdir(tmpl);
+    unsetenv("DDL_RUNTIME_DIR");
+}
+
+static void test_sockets(void)
+{
+    char tmpl[] = "/tmp/t_sock.XXXXXX", path[256];
+    ddl_error_t err;
+    struct stat st;
+    if (!mkdtemp(tmpl))
+        BAIL_OUT("mkdtemp: %s", strerror(errno));
+    snprintf(path, sizeof path, "%s/a.sock", tmpl);
+    int l = ddl_sock_listen(path, &err);
+    ok(l >= 0, "listen on a fresh path");
+    ok(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600, "socket file has mode 0600");
+    errno = 0;
+    ok(ddl_sock_listen(path, &err) == -1 && errno == EADDRINUSE, "a live socket is not stolen");
+    int c = ddl_sock_connect(path, 0, &err);
+    ok(c >= 0, "connect");
+    pid_t pid;
+    uid_t uid;
+    ok(ddl_sock_peer(c, &pid, &uid, NULL) == 0 && pid == getpid() && uid == getuid(),
+       "SO_PEERCRED gives our own pid and uid");
+    close(c);
+    close(l);
+    l = ddl_sock_listen(path, &err);
+    ok(l >= 0, "a stale socket file is replaced");
+    close(l);
+    unlink(path);
+    int64_t t0 = ddl_now_ms();
+    errno = 0;
+    ok(ddl_sock_connect(path, 200, &err) == -1 && errno == ENOENT, "connect to nothing fails");
+    ok(ddl_now_ms() - t0 >= 150, "... after retrying for the timeout");
+    ok(strstr(err.text, path) != NULL, "... and the message names the path");
+    char longp[300];
+    memset(longp, 'a', sizeof longp);
+    longp[0] = '/';
+    longp[299] = '\0';
+    errno = 0;
+    ok(ddl_sock_listen(longp, &err) == -1 && errno == ENAMETOOLONG, "over-long path -> ENAMETOOLONG");
+    ok(ddl_sock_peer_allowed(1000, 1000) && ddl_sock_peer_allowed(0, 1000) &&
+           !ddl_sock_peer_allowed(1001, 1000),
+       "peer policy: owner and root only");
+    rmdir(tmpl);
+}
+
+static void test_log_levels(void)
+{
+    is(ddl_log_parse_level("debug"), DDL_LOG_DEBUG, "level 'debug'");
+    is(ddl_log_parse_level("WARN"), DDL_LOG_WARN, "level 'WARN'");
+    is(ddl_log_parse_level("0"), DDL_LOG_ERROR, "level '0'");
+    is(ddl_log_parse_level("loud"), -1, "level 'loud' is not a level");
+    setenv("DDL_LOG_LEVEL", "trace", 1);
+    ddl_log_init("t_util", DDL_LOG_ERROR);
+    is(ddl_log_get_level(), DDL_LOG_TRACE, "DDL_LOG_LEVEL overrides the default");
+    unsetenv("DDL_LOG_LEVEL");
+    ddl_log_init("t_util", DDL_LOG_WARN);
+    is(ddl_log_get_level(), DDL_LOG_WARN, "default level without the variable");
+}
+
+int main(void)
+{
+    plan(NO_PLAN);
+    test_parse();
+    test_wait_status();
+    test_runtime_dir();
+    test_sockets();
+    test_log_levels();
+    return done_testing();
+}
