@@ -9,8 +9,6 @@
  */
 #include "config.h"
 
-#include <stdlib.h>
-
 #include "ddl_int.h"
 
 /* chunk_off: first element of chunk c when count is split in n balanced
@@ -32,7 +30,7 @@ ddl_status_t ddl_allreduce_ring(ddl_comm_t *comm, void *buf, size_t count, ddl_d
     ddl_status_t st = DDL_OK;
 
     size_t max_chunk = count / (size_t)n + 1;
-    char *tmp = malloc(max_chunk * es);
+    char *tmp = ddl_scratch(max_chunk * es);
     if (!tmp)
         return ddl_fail(DDL_ERR_NOMEM, "allreduce: cannot allocate %zu bytes", max_chunk * es);
 
@@ -45,7 +43,6 @@ ddl_status_t ddl_allreduce_ring(ddl_comm_t *comm, void *buf, size_t count, ddl_d
         if (st == DDL_OK)
             ddl_reduce_local(data + roff * es, tmp, rlen, dtype, op);
     }
-    free(tmp);
 
     /* this rank now owns the reduced chunk (r+1) % n */
     if (st == DDL_OK && op == DDL_AVG) {

@@ -20,7 +20,7 @@ ddl_status_t ddl_bcast_binomial(ddl_comm_t *comm, void *buf, size_t bytes, int r
             void *req = NULL;
             st = ddl_tl_irecv(comm, buf, bytes, ddl_tag(comm, seq, src), &req);
             if (st == DDL_OK)
-                st = ddl_tl_waitall(&req, 1);
+                st = ddl_tl_waitall(comm, &req, 1);
             if (st != DDL_OK)
                 return st;
             break;
@@ -35,11 +35,11 @@ ddl_status_t ddl_bcast_binomial(ddl_comm_t *comm, void *buf, size_t bytes, int r
             int dst = (vr + mask + root) % n;
             st = ddl_tl_isend(comm, dst, buf, bytes, ddl_tag(comm, seq, comm->rank), &reqs[nreq]);
             if (st != DDL_OK) {
-                ddl_tl_waitall(reqs, nreq);
+                ddl_tl_waitall(comm, reqs, nreq);
                 return st;
             }
             nreq++;
         }
     }
-    return ddl_tl_waitall(reqs, nreq);
+    return ddl_tl_waitall(comm, reqs, nreq);
 }

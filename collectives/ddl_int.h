@@ -5,6 +5,8 @@
 #ifndef DDL_INT_H
 #define DDL_INT_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <ucp/api/ucp.h>
 
@@ -15,7 +17,47 @@ struct ddl_comm {
     uint16_t id;       /* distinguishes communicators in message tags */
     uint32_t seq;      /* collective sequence number, same on every rank */
     int *world_ranks;  /* comm rank -> world rank; NULL means identity */
+    atomic_int aborted;      /* set by ddl_comm_abort(), from any thread */
+    char abort_reason[160];  /* written once, before aborted is set */
 };
+
+/* One collective, as posted: what the engine (or the inline path) runs. */
+typedef enum {
+    DDL_OPK_ALLREDUCE,
+    DDL_OPK_BCAST,
+    DDL_OPK_BARRIER,
+} ddl_opkind_t;
+
+typedef struct {
+    ddl_opkind_t kind;
+    ddl_comm_t *comm;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    ddl_dtype_t dtype;
+    ddl_op_t op;
+    int root;
+} ddl_opdesc_t;
+
+struct ddl_request {
+    ddl_opdesc_t d;
+    atomic_int done;        /* 1 once status is final */
+    ddl_status_t status;
+    int detached;           /* freed by the engine on completion (under eng.mu) */
+    char err[512];          /* the detail text of a failure */
+    struct ddl_request *next;
+};
+
+/* The progress engine: a thread started by the first non-blocking call. */
+typedef struct {
+    int started;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t work;  /* new request or shutdown */
+    pthread_cond_t done;  /* some request completed */
+    ddl_request_t *head, *tail;
+    int shutdown;
+} ddl_engine_t;
 
 typedef struct {
     int initialized;
@@ -32,6 +74,7 @@ typedef struct {
     ucs_status_t failed_status;
 
     ddl_comm_t world;
+    ddl_engine_t eng;
 } ddl_ctx_t;
 
 extern ddl_ctx_t ddl_ctx;
@@ -62,17 +105,36 @@ ddl_status_t ddl_tl_isend(ddl_comm_t *comm, int dst, const void *buf, size_t len
 ddl_status_t ddl_tl_irecv(ddl_comm_t *comm, void *buf, size_t len, uint64_t tag, void **req);
 
 /* Progress until every non-NULL request in reqs[0..n) completes; sets them
- * to NULL.  On failure the remaining requests are cancelled and released. */
-ddl_status_t ddl_tl_waitall(void **reqs, int n);
+ * to NULL.  Returns DDL_ERR_ABORTED as soon as comm is aborted, and an error
+ * when a peer fails; then the remaining requests are cancelled (receives)
+ * or abandoned to UCX (sends) without waiting. */
+ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n);
 
 /* Send sbuf to dst and receive rbuf from src, both with this collective's
  * seq, and wait for both. */
 ddl_status_t ddl_tl_sendrecv(ddl_comm_t *comm, uint32_t seq, int dst, const void *sbuf,
                              size_t slen, int src, void *rbuf, size_t rlen);
 
+/* ---- execution (coll.c, engine.c) ---- */
+/* ddl_validate: check a descriptor before it is run or queued. */
+ddl_status_t ddl_validate(const ddl_opdesc_t *d);
+/* ddl_execute: run a validated collective to completion in this thread. */
+ddl_status_t ddl_execute(const ddl_opdesc_t *d);
+/* ddl_engine_post: queue d for the progress thread (started on first use). */
+ddl_status_t ddl_engine_post(const ddl_opdesc_t *d, ddl_request_t **req);
+/* ddl_engine_stop: finish queued requests and join the thread. */
+void ddl_engine_stop(void);
+/* ddl_comm_check_abort: DDL_ERR_ABORTED with the reason if comm is aborted. */
+ddl_status_t ddl_comm_check_abort(ddl_comm_t *comm);
+
 /* ---- reductions (reduce.c) ---- */
 /* inout[i] = in[i] (op) inout[i] for i < count.  op must not be DDL_AVG. */
 void ddl_reduce_local(void *inout, const void *in, size_t count, ddl_dtype_t dtype, ddl_op_t op);
+/* The same with the operand order chosen: in_first ? in (op) inout :
+ * inout (op) in.  Partners that both put the lower-ranked block first get
+ * the same bits even where op is not bitwise commutative (min/max of -0/+0). */
+void ddl_reduce_ordered(void *inout, const void *in, size_t count, ddl_dtype_t dtype,
+                        ddl_op_t op, int in_first);
 /* buf[i] /= divisor (floating-point types only). */
 void ddl_scale_local(void *buf, size_t count, ddl_dtype_t dtype, double divisor);
 /* DDL_OK if (dtype, op) is offered, else the error with its detail text. */
@@ -81,6 +143,24 @@ ddl_status_t ddl_check_dtype_op(ddl_dtype_t dtype, ddl_op_t op);
 /* ---- algorithms ---- */
 ddl_status_t ddl_allreduce_ring(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype,
                                 ddl_op_t op);
+ddl_status_t ddl_allreduce_rd(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype,
+                              ddl_op_t op);
+
+/* Allreduce algorithms, selectable with DDL_ALLREDUCE_ALGO. */
+typedef enum {
+    DDL_ALGO_AUTO = 0,
+    DDL_ALGO_RING = 1,
+    DDL_ALGO_RD = 2,
+} ddl_algo_t;
+/* ddl_allreduce_select: the algorithm for this call (override or model). */
+ddl_algo_t ddl_allreduce_select(const ddl_comm_t *comm, size_t bytes);
+/* ddl_algo_from_env: parse DDL_ALLREDUCE_ALGO at init; DDL_ERR_INVALID with
+ * the accepted values for anything else. */
+ddl_status_t ddl_algo_from_env(void);
+/* ddl_scratch: a per-process scratch buffer of at least bytes (grown, never
+ * shrunk; freed at finalize).  Only the executing thread uses it. */
+void *ddl_scratch(size_t bytes);
+void ddl_scratch_free(void);
 ddl_status_t ddl_bcast_binomial(ddl_comm_t *comm, void *buf, size_t bytes, int root);
 ddl_status_t ddl_barrier_dissemination(ddl_comm_t *comm);
 

@@ -3,8 +3,7 @@
  * ddl_init() reads the DDL_* environment (set by ddlrun or ddl-launch),
  * starts UCX and exchanges worker addresses with every rank through the
  * node's ddl-agent (an allgather the agent serves); with no environment the
- * process is a world of one.  The collective entry points validate their
- * arguments and dispatch to one algorithm file each.
+ * process is a world of one.  The collective entry points are in coll.c.
  */
 #include "config.h"
 
@@ -128,6 +127,7 @@ static void release(void)
     free(ddl_ctx.peer_addrs);
     free(ddl_ctx.peer_off);
     free(ddl_ctx.eps);
+    ddl_scratch_free();
     ddl_ctx = (ddl_ctx_t){.size = 1, .local_size = 1, .nnodes = 1, .agent_fd = -1,
                           .failed_peer = -1};
 }
@@ -142,7 +142,7 @@ ddl_status_t ddl_init(void)
     if (ddl_ctx.initialized)
         return ddl_fail(DDL_ERR_ALREADY, "ddl_init() was already called");
     ddl_log_init("ddl", DDL_LOG_WARN);
-    if ((st = read_env()) != DDL_OK) {
+    if ((st = read_env()) != DDL_OK || (st = ddl_algo_from_env()) != DDL_OK) {
         release();
         return st;
     }
@@ -157,6 +157,7 @@ ddl_status_t ddl_init(void)
         }
     }
     ddl_ctx.world = (ddl_comm_t){.rank = ddl_ctx.rank, .size = ddl_ctx.size, .id = 0};
+    atomic_init(&ddl_ctx.world.aborted, 0);
     ddl_ctx.initialized = 1;
     ddl_debug("rank %d of %d initialised (local %d of %d, node %d of %d)", ddl_ctx.rank,
               ddl_ctx.size, ddl_ctx.local_rank, ddl_ctx.local_size, ddl_ctx.node_id,
@@ -170,8 +171,9 @@ ddl_status_t ddl_finalize(void)
     ddl_clear_error();
     if (!ddl_ctx.initialized)
         return ddl_fail(DDL_ERR_NOT_INITIALIZED, "ddl_finalize() without a successful ddl_init()");
+    ddl_engine_stop();
     /* No rank tears down its endpoints while a peer may still send to it. */
-    if (ddl_ctx.size > 1 && ddl_ctx.failed_peer < 0)
+    if (ddl_ctx.size > 1 && ddl_ctx.failed_peer < 0 && !atomic_load(&ddl_ctx.world.aborted))
         st = ddl_barrier_dissemination(&ddl_ctx.world);
     release();
     return st;
@@ -197,69 +199,4 @@ int ddl_comm_rank(const ddl_comm_t *comm)
 int ddl_comm_size(const ddl_comm_t *comm)
 {
     return comm ? comm->size : -1;
-}
-
-static ddl_status_t check_comm(const ddl_comm_t *comm)
-{
-    if (!ddl_ctx.initialized)
-        return ddl_fail(DDL_ERR_NOT_INITIALIZED, "call ddl_init() before any collective");
-    if (!comm)
-        return ddl_fail(DDL_ERR_INVALID, "communicator is NULL");
-    if (ddl_ctx.failed_peer >= 0)
-        return ddl_fail(DDL_ERR_PEER, "rank %d failed earlier; the job must restart",
-                        ddl_ctx.failed_peer);
-    return DDL_OK;
-}
-
-ddl_status_t ddl_allreduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
-                           ddl_dtype_t dtype, ddl_op_t op)
-{
-    ddl_status_t st;
-    ddl_clear_error();
-    if ((st = check_comm(comm)) != DDL_OK || (st = ddl_check_dtype_op(dtype, op)) != DDL_OK)
-        return st;
-    if (count == 0)
-        return DDL_OK;
-    if (!recvbuf || !sendbuf)
-        return ddl_fail(DDL_ERR_INVALID, "allreduce of %zu elements with a NULL buffer", count);
-    size_t es = ddl_dtype_size(dtype);
-    if (count > SIZE_MAX / es)
-        return ddl_fail(DDL_ERR_INVALID, "allreduce count %zu overflows", count);
-    if (sendbuf != DDL_IN_PLACE && sendbuf != recvbuf)
-        memcpy(recvbuf, sendbuf, count * es);
-    if (comm->size == 1)
-        return DDL_OK; /* sum, min, max, prod and avg of one value are the value */
-    return ddl_allreduce_ring(comm, recvbuf, count, dtype, op);
-}
-
-ddl_status_t ddl_bcast(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype, int root)
-{
-    ddl_status_t st;
-    ddl_clear_error();
-    if ((st = check_comm(comm)) != DDL_OK)
-        return st;
-    if (root < 0 || root >= comm->size)
-        return ddl_fail(DDL_ERR_INVALID, "bcast root %d is not a rank of the communicator (0-%d)",
-                        root, comm->size - 1);
-    size_t es = ddl_dtype_size(dtype);
-    if (es == 0)
-        return ddl_fail(DDL_ERR_INVALID, "unknown data type %d", (int)dtype);
-    if (count > 0 && !buf)
-        return ddl_fail(DDL_ERR_INVALID, "bcast of %zu elements with a NULL buffer", count);
-    if (count > SIZE_MAX / es)
-        return ddl_fail(DDL_ERR_INVALID, "bcast count %zu overflows", count);
-    if (comm->size == 1 || count == 0)
-        return DDL_OK;
-    return ddl_bcast_binomial(comm, buf, count * es, root);
-}
-
-ddl_status_t ddl_barrier(ddl_comm_t *comm)
-{
-    ddl_status_t st;
-    ddl_clear_error();
-    if ((st = check_comm(comm)) != DDL_OK)
-        return st;
-    if (comm->size == 1)
-        return DDL_OK;
-    return ddl_barrier_dissemination(comm);
 }

@@ -3,16 +3,20 @@ lib_LTLIBRARIES += collectives/libddl.la
 collectives_libddl_la_SOURCES = \
     collectives/ddl_int.h \
     collectives/init.c \
+    collectives/coll.c \
+    collectives/engine.c \
     collectives/status.c \
     collectives/reduce.c \
     collectives/ucx.c \
+    collectives/select.c \
     collectives/allreduce_ring.c \
+    collectives/allreduce_rd.c \
     collectives/bcast_binomial.c \
     collectives/barrier_dissemination.c
 collectives_libddl_la_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
-collectives_libddl_la_LIBADD = common/libddlcommon.la $(UCX_LIBS)
+collectives_libddl_la_LIBADD = common/libddlcommon.la $(UCX_LIBS) $(PTHREAD_LIBS) -lm
 collectives_libddl_la_LDFLAGS = $(AM_LDFLAGS) -version-info $(DDL_LT_VERSION) \
-    -export-symbols-regex '^ddl_(init|finalize|rank|size|local_rank|local_size|node_id|num_nodes|comm_world|comm_rank|comm_size|allreduce|bcast|barrier|status_str|last_error|dtype_size)$$'
+    -export-symbols-regex '^ddl_(init|finalize|rank|size|local_rank|local_size|node_id|num_nodes|comm_world|comm_rank|comm_size|comm_abort|i?allreduce|i?bcast|i?barrier|test|wait|request_free|status_str|last_error|dtype_size)$$'
 include_HEADERS = collectives/include/ddl.h
 nodist_include_HEADERS = collectives/include/ddl_version.h
 EXTRA_DIST += collectives/README.md

@@ -5,6 +5,8 @@
  * undefined behaviour. */
 #include "config.h"
 
+#include <string.h>
+
 #include "ddl_int.h"
 
 #define DDL_REDUCE_LOOP(T, EXPR)                                             \
@@ -49,6 +51,28 @@ void ddl_reduce_local(void *inout, const void *in, size_t count, ddl_dtype_t dty
     case DDL_INT64:
         DDL_REDUCE_TYPE(int64_t, uint64_t);
         break;
+    }
+}
+
+void ddl_reduce_ordered(void *inout, const void *in, size_t count, ddl_dtype_t dtype,
+                        ddl_op_t op, int in_first)
+{
+    if (in_first) {
+        ddl_reduce_local(inout, in, count, dtype, op);
+        return;
+    }
+    /* inout = inout (op) in: swap roles through the kernel's fixed order by
+     * reducing into a copy of in, then moving the result back. */
+    size_t es = ddl_dtype_size(dtype);
+    unsigned char tmp[4096];
+    for (size_t done = 0; done < count;) {
+        size_t n = count - done;
+        if (n * es > sizeof tmp)
+            n = sizeof tmp / es;
+        memcpy(tmp, (const unsigned char *)in + done * es, n * es);
+        ddl_reduce_local(tmp, (unsigned char *)inout + done * es, n, dtype, op);
+        memcpy((unsigned char *)inout + done * es, tmp, n * es);
+        done += n;
     }
 }
 

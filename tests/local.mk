@@ -1,7 +1,8 @@
 # tests/: TAP unit tests (C programs, no extension) and integration tests
 # (.t shell scripts), both run by automake's tap-driver.sh.
 check_PROGRAMS += tests/unit/t_proto tests/unit/t_util tests/unit/t_ddlrun_args \
-                  tests/unit/t_reduce tests/unit/t_api tests/helpers/coll-check
+                  tests/unit/t_reduce tests/unit/t_api tests/helpers/coll-check \
+                  tests/helpers/nb-check
 tests_unit_t_proto_SOURCES = tests/unit/t_proto.c tests/tap.h
 tests_unit_t_proto_LDADD = common/libddlcommon.la
 tests_unit_t_util_SOURCES = tests/unit/t_util.c tests/tap.h
@@ -16,6 +17,8 @@ tests_unit_t_reduce_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/collectives
 tests_unit_t_reduce_LDADD = common/libddlcommon.la
 tests_unit_t_api_SOURCES = tests/unit/t_api.c tests/tap.h
 tests_unit_t_api_LDADD = collectives/libddl.la
+tests_helpers_nb_check_SOURCES = tests/helpers/nb-check.c
+tests_helpers_nb_check_LDADD = collectives/libddl.la $(PTHREAD_LIBS)
 tests_helpers_coll_check_SOURCES = tests/helpers/coll-check.c
 tests_helpers_coll_check_LDADD = collectives/libddl.la $(ZLIB_LIBS)
 
@@ -28,6 +31,7 @@ INTEGRATION_TESTS = \
     tests/integration/t0002-ddlrun-exit.t \
     tests/integration/t0003-ddlrun-cleanup.t \
     tests/integration/t0004-agent.t \
-    tests/integration/t0005-fmnist.t
+    tests/integration/t0005-fmnist.t \
+    tests/integration/t0007-nonblocking.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md

@@ -8,6 +8,11 @@
  *
  * Threads: unless a function says otherwise, libddl is not thread-safe.
  * Call ddl_init(), every collective and ddl_finalize() from one thread.
+ * ddl_test(), ddl_wait(), ddl_request_free() and ddl_comm_abort() may be
+ * called from any thread.  The first non-blocking call (ddl_i*) starts one
+ * progress thread, which from then on runs every collective in the order
+ * they were posted, blocking ones included; programs that only use
+ * blocking calls run them in the calling thread and get no extra thread.
  *
  * Errors: every function that can fail returns a ddl_status_t: DDL_OK (0) on
  * success, a negative code on failure.  ddl_status_str() names a code;
@@ -65,6 +70,10 @@ typedef enum {
  * communicator is owned by libddl and valid from ddl_init() to
  * ddl_finalize(). */
 typedef struct ddl_comm ddl_comm_t;
+
+/* A posted non-blocking collective.  Opaque; owned by the caller, who
+ * releases it with ddl_request_free(). */
+typedef struct ddl_request ddl_request_t;
 
 /* Pass as the send buffer of ddl_allreduce() to reduce in place. */
 #define DDL_IN_PLACE ((const void *)1)
@@ -140,6 +149,45 @@ ddl_status_t ddl_bcast(ddl_comm_t *comm, void *buf, size_t count,
  * Collective and blocking.  Returns DDL_OK, DDL_ERR_TRANSPORT or
  * DDL_ERR_PEER. */
 ddl_status_t ddl_barrier(ddl_comm_t *comm);
+
+/* ---- non-blocking collectives ----
+ *
+ * Each ddl_iX() validates its arguments like X() (the same errors, returned
+ * at once, with *req set to NULL), queues the operation and returns DDL_OK
+ * with a request in *req.  Buffers must stay valid and untouched until the
+ * request completes.  Operations complete in the order they were posted;
+ * every rank must post the same collectives in the same order. */
+ddl_status_t ddl_iallreduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                            ddl_dtype_t dtype, ddl_op_t op, ddl_request_t **req);
+ddl_status_t ddl_ibcast(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype, int root,
+                        ddl_request_t **req);
+ddl_status_t ddl_ibarrier(ddl_comm_t *comm, ddl_request_t **req);
+
+/* ddl_test: DDL_INPROGRESS while req runs, then its final status (DDL_OK
+ * or the error the blocking call would have returned; ddl_last_error()
+ * holds the detail).  Never blocks.  DDL_ERR_INVALID for a NULL request. */
+ddl_status_t ddl_test(ddl_request_t *req);
+
+/* ddl_wait: block until req completes or timeout_ms passes (negative: no
+ * limit, 0: same as ddl_test).  Returns the final status, or
+ * DDL_ERR_TIMEOUT if still running (the request stays valid). */
+ddl_status_t ddl_wait(ddl_request_t *req, int timeout_ms);
+
+/* ddl_request_free: release a request.  A request still running completes
+ * in the background and is then released; its buffers must stay valid until
+ * then.  Accepts NULL. */
+void ddl_request_free(ddl_request_t *req);
+
+/* ddl_comm_abort: abort comm: every pending and future operation on it
+ * completes with DDL_ERR_ABORTED within about a millisecond of this call
+ * (well under 1 s), on this rank.  Other ranks learn of it through their own
+ * abort (the agent triggers it on every rank of a failed step).  reason
+ * (may be NULL) is copied into the error text.  Idempotent; callable from
+ * any thread, including while another thread waits.  An aborted
+ * communicator stays aborted; an aborted world means the process should
+ * call ddl_finalize() and exit or restart.  Returns DDL_OK, or
+ * DDL_ERR_INVALID for NULL. */
+ddl_status_t ddl_comm_abort(ddl_comm_t *comm, const char *reason);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,10 @@
  * stderr; rank 0 prints one line per case and a summary.  Exit status 0
  * only if every case passed on every rank.
  *
- *   coll-check [--sizes N,N,...] [--quick]
+ *   coll-check [--sizes N,N,...] [--quick] [--big]
+ *
+ * --big adds one f32 sum allreduce of 64 Mi elements (256 MiB per rank).
+ * The algorithm is whatever DDL_ALLREDUCE_ALGO selects; rank 0 prints it.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -204,17 +207,19 @@ static void check_bcast(size_t n, int root)
 
 int main(int argc, char **argv)
 {
-    size_t sizes[16] = {0, 1, 7, 1000, 1048576, 1048579};
-    int nsizes = 6, quick = 0;
+    size_t sizes[16] = {0, 1, 2, 7, 1000, 4097, 1048579};
+    int nsizes = 7, quick = 0, big = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             quick = 1;
+        else if (strcmp(argv[i], "--big") == 0)
+            big = 1;
         else if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
             nsizes = 0;
             for (char *t = strtok(argv[++i], ","); t && nsizes < 16; t = strtok(NULL, ","))
                 sizes[nsizes++] = strtoull(t, NULL, 10);
         } else {
-            fprintf(stderr, "usage: coll-check [--sizes N,N,...] [--quick]\n");
+            fprintf(stderr, "usage: coll-check [--sizes N,N,...] [--quick] [--big]\n");
             return 2;
         }
     }
@@ -224,16 +229,19 @@ int main(int argc, char **argv)
     rank = ddl_rank();
     size = ddl_size();
     if (rank == 0)
-        printf("coll-check: %d ranks\n", size);
+        printf("coll-check: %d ranks, DDL_ALLREDUCE_ALGO=%s\n", size,
+               getenv("DDL_ALLREDUCE_ALGO") ? getenv("DDL_ALLREDUCE_ALGO") : "auto");
+    if (big)
+        check_allreduce(DDL_FLOAT32, DDL_SUM, (size_t)64 << 20, 1);
 
     for (int s = 0; s < nsizes; s++) {
         size_t n = sizes[s];
-        int big = n > 100000;
+        int large = n > 100000;
         check_allreduce(DDL_FLOAT32, DDL_SUM, n, 0);
         check_allreduce(DDL_FLOAT32, DDL_AVG, n, 1);
         check_allreduce(DDL_FLOAT64, DDL_SUM, n, 1);
         check_allreduce(DDL_FLOAT64, DDL_AVG, n, 0);
-        if (quick && big)
+        if (quick && large)
             continue;
         check_allreduce(DDL_FLOAT32, DDL_MIN, n, 0);
         check_allreduce(DDL_FLOAT64, DDL_MAX, n, 0);

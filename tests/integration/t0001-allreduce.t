@@ -1,22 +1,42 @@
 #!/bin/sh
-# t0001-allreduce: libddl's allreduce (f32/f64 sum and avg, and more), bcast
-# and barrier under `ddlrun -n N` for N = 1..6, against locally computed
-# references, at sizes 0, 1, 7, 1000, 1 Mi and 1 Mi + 3 elements.
+# t0001-allreduce: libddl's collectives under `ddlrun -n N` against locally
+# computed references: allreduce (every op on f32, f64, i32, i64, in place and
+# not), bcast and barrier, at 0, 1, 2, 7, 1000, 4097 and 1 Mi + 3 elements,
+# for world sizes 1-6 and 8, with each allreduce algorithm (ring, recursive
+# doubling, and the automatic choice); plus one 64 Mi-element f32 sum.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 
 "$COLL_CHECK" >"$T_TMP/out" 2>"$T_TMP/err" --sizes 0,1,7,1000
 t_ok $? "coll-check as a single process, without ddlrun or an agent"
 
-for n in 1 2 3 4 5 6; do
-    t_run 240 "$DDLRUN" -n "$n" "$COLL_CHECK"
+check() { # check ALGO N [ARGS...]
+    algo=$1 n=$2
+    shift 2
+    DDL_ALLREDUCE_ALGO=$algo t_run 300 "$DDLRUN" -n "$n" "$COLL_CHECK" "$@"
     rc=$?
-    t_ok $rc "ddlrun -n $n coll-check: every case passes on every rank"
+    t_ok $rc "algo $algo, ddlrun -n $n coll-check $*: every case passes on every rank"
     if [ $rc -ne 0 ]; then
         t_diag "exit status $rc"
         grep -v '^pass' "$T_TMP/out" | sed 's/^/# /'
         sed 's/^/# /' "$T_TMP/err" | head -30
     fi
+}
+
+for n in 1 2 3 4 5 6 8; do
+    check auto "$n"
     cases=$(grep -c '^pass' "$T_TMP/out")
-    t_ok $([ "$cases" -ge 90 ]; echo $?) "ddlrun -n $n: $cases cases were checked"
+    t_ok $([ "$cases" -ge 100 ]; echo $?) "ddlrun -n $n: $cases cases were checked"
 done
+for algo in ring rd; do
+    for n in 2 3 5 8; do
+        check "$algo" "$n" --sizes 0,1,2,7,4097,1048579
+    done
+done
+check ring 4 --big --sizes 1
+t_like "$T_TMP/out" "^pass allreduce f32 sum n=67108864 in-place" "the 64 Mi-element f32 sum was checked"
+
+DDL_ALLREDUCE_ALGO=bogus t_run 30 "$DDLRUN" -n 2 "$COLL_CHECK" --sizes 1
+t_ok $([ $? -ne 0 ]; echo $?) "an unknown DDL_ALLREDUCE_ALGO fails ddl_init"
+t_like "$T_TMP/err" "DDL_ALLREDUCE_ALGO='bogus' is not an algorithm \(auto, ring, rd\)" \
+    "... with a message listing the accepted values"
 t_done

@@ -1,0 +1,101 @@
+/* ddl-bench.c: nccl-tests style benchmark of libddl's collectives.
+ *
+ *   ddlrun -n 4 ddl-bench allreduce -b 8 -e 64M -f 2 -t f32 -o sum [-a ALGO] [-c 1]
+ *
+ * For each size: warm-up iterations, then timed ones; the slowest rank's
+ * average time is reported with algbw/busbw (see bench_common.h).  -a sets
+ * DDL_ALLREDUCE_ALGO before ddl_init.  The same table comes from
+ * mpi-bench (Open MPI) for side-by-side comparisons.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_common.h"
+#include "ddl.h"
+
+static ddl_dtype_t dtype_of(const char *t)
+{
+    return !strcmp(t, "f32") ? DDL_FLOAT32 : !strcmp(t, "f64") ? DDL_FLOAT64
+         : !strcmp(t, "i32") ? DDL_INT32 : DDL_INT64;
+}
+
+static ddl_op_t op_of(const char *o)
+{
+    return !strcmp(o, "sum") ? DDL_SUM : !strcmp(o, "prod") ? DDL_PROD
+         : !strcmp(o, "min") ? DDL_MIN : !strcmp(o, "max") ? DDL_MAX : DDL_AVG;
+}
+
+static void die(const char *what, ddl_status_t st)
+{
+    fprintf(stderr, "ddl-bench: %s: %s: %s\n", what, ddl_status_str(st), ddl_last_error());
+    exit(1);
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts_t o;
+    ddl_status_t st;
+    int rc = bench_parse(argc, argv, &o);
+    if (rc)
+        return rc;
+    if (o.algo)
+        setenv("DDL_ALLREDUCE_ALGO", o.algo, 1);
+    if ((st = ddl_init()) != DDL_OK)
+        die("ddl_init", st);
+    ddl_comm_t *w = ddl_comm_world();
+    int rank = ddl_rank(), n = ddl_size();
+    size_t es = (size_t)bench_type_size(o.type);
+    ddl_dtype_t dt = dtype_of(o.type);
+    ddl_op_t op = op_of(o.op);
+    int is_bcast = !strcmp(o.coll, "bcast");
+    char *src = malloc(o.max_bytes + es), *dst = malloc(o.max_bytes + es);
+    if (!src || !dst) {
+        fprintf(stderr, "ddl-bench: cannot allocate 2 x %zu bytes\n", o.max_bytes);
+        return 1;
+    }
+    memset(dst, 0, o.max_bytes + es);
+    if (rank == 0)
+        bench_header("ddl-bench", &o, n, o.algo ? o.algo : "algo auto");
+    for (size_t bytes = o.min_bytes / es * es; bytes <= o.max_bytes;
+         bytes = bench_next(bytes, &o, es)) {
+        size_t count = bytes / es;
+        bench_fill(src, o.type, count, rank);
+        double total = 0;
+        for (int it = 0; it < o.warmup + o.iters; it++) {
+            if ((st = ddl_barrier(w)) != DDL_OK)
+                die("ddl_barrier", st);
+            double t0 = bench_now_us();
+            st = is_bcast ? ddl_bcast(w, src, count, dt, 0)
+                          : ddl_allreduce(w, src, dst, count, dt, op);
+            double t = bench_now_us() - t0;
+            if (st != DDL_OK)
+                die(o.coll, st);
+            if (it >= o.warmup)
+                total += t;
+        }
+        double avg = total / o.iters;
+        if ((st = ddl_allreduce(w, DDL_IN_PLACE, &avg, 1, DDL_FLOAT64, DDL_MAX)) != DDL_OK)
+            die("ddl_allreduce of the times", st);
+        int64_t wrong = 0;
+        if (o.check) {
+            if (is_bcast) {
+                for (size_t i = 0; i < count; i++)
+                    wrong += bench_get(src, o.type, i) != bench_input(0, i);
+            } else {
+                wrong = bench_count_wrong(dst, &o, count, n);
+            }
+            if ((st = ddl_allreduce(w, DDL_IN_PLACE, &wrong, 1, DDL_INT64, DDL_SUM)) != DDL_OK)
+                die("ddl_allreduce of the error count", st);
+        }
+        if (rank == 0)
+            bench_row(&o, bytes, count, avg, n, (long)wrong);
+        if (bytes == 0 && o.max_bytes == 0)
+            break;
+    }
+    free(src);
+    free(dst);
+    if ((st = ddl_finalize()) != DDL_OK)
+        die("ddl_finalize", st);
+    return 0;
+}

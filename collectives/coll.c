@@ -1,0 +1,171 @@
+/* coll.c: the public collective entry points, blocking and non-blocking.
+ * Each builds an operation descriptor, validates it once, and either runs it
+ * in the calling thread (blocking calls while no progress thread exists) or
+ * hands it to the engine.  ddl_execute() is the single place that maps a
+ * descriptor to an algorithm. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ddl_int.h"
+
+ddl_status_t ddl_comm_check_abort(ddl_comm_t *comm)
+{
+    int a = atomic_load_explicit(&comm->aborted, memory_order_acquire);
+    if (!a)
+        return DDL_OK;
+    while (a == 2) /* the aborting thread is still writing the reason */
+        a = atomic_load_explicit(&comm->aborted, memory_order_acquire);
+    return ddl_fail(DDL_ERR_ABORTED, "communicator aborted: %s", comm->abort_reason);
+}
+
+ddl_status_t ddl_validate(const ddl_opdesc_t *d)
+{
+    ddl_status_t st;
+    if (!ddl_ctx.initialized)
+        return ddl_fail(DDL_ERR_NOT_INITIALIZED, "call ddl_init() before any collective");
+    if (!d->comm)
+        return ddl_fail(DDL_ERR_INVALID, "communicator is NULL");
+    if ((st = ddl_comm_check_abort(d->comm)) != DDL_OK)
+        return st;
+    if (ddl_ctx.failed_peer >= 0)
+        return ddl_fail(DDL_ERR_PEER, "rank %d failed earlier; the job must restart",
+                        ddl_ctx.failed_peer);
+    if (d->kind == DDL_OPK_BARRIER)
+        return DDL_OK;
+    size_t es = ddl_dtype_size(d->dtype);
+    if (es == 0)
+        return ddl_fail(DDL_ERR_INVALID, "unknown data type %d", (int)d->dtype);
+    if (d->count > SIZE_MAX / es)
+        return ddl_fail(DDL_ERR_INVALID, "count %zu overflows", d->count);
+    if (d->kind == DDL_OPK_ALLREDUCE) {
+        if ((st = ddl_check_dtype_op(d->dtype, d->op)) != DDL_OK)
+            return st;
+        if (d->count > 0 && (!d->sendbuf || !d->recvbuf))
+            return ddl_fail(DDL_ERR_INVALID, "allreduce of %zu elements with a NULL buffer",
+                            d->count);
+    } else if (d->kind == DDL_OPK_BCAST) {
+        if (d->root < 0 || d->root >= d->comm->size)
+            return ddl_fail(DDL_ERR_INVALID, "bcast root %d is not a rank of the communicator "
+                            "(0-%d)", d->root, d->comm->size - 1);
+        if (d->count > 0 && !d->recvbuf)
+            return ddl_fail(DDL_ERR_INVALID, "bcast of %zu elements with a NULL buffer",
+                            d->count);
+    }
+    return DDL_OK;
+}
+
+ddl_status_t ddl_execute(const ddl_opdesc_t *d)
+{
+    ddl_comm_t *comm = d->comm;
+    ddl_status_t st = ddl_comm_check_abort(comm);
+    if (st != DDL_OK)
+        return st;
+    switch (d->kind) {
+    case DDL_OPK_ALLREDUCE:
+        if (d->count == 0)
+            return DDL_OK;
+        if (d->sendbuf != DDL_IN_PLACE && d->sendbuf != d->recvbuf)
+            memcpy(d->recvbuf, d->sendbuf, d->count * ddl_dtype_size(d->dtype));
+        if (comm->size == 1)
+            return DDL_OK; /* sum, min, max, prod and avg of one value are the value */
+        if (ddl_allreduce_select(comm, d->count * ddl_dtype_size(d->dtype)) == DDL_ALGO_RD)
+            return ddl_allreduce_rd(comm, d->recvbuf, d->count, d->dtype, d->op);
+        return ddl_allreduce_ring(comm, d->recvbuf, d->count, d->dtype, d->op);
+    case DDL_OPK_BCAST:
+        if (comm->size == 1 || d->count == 0)
+            return DDL_OK;
+        return ddl_bcast_binomial(comm, d->recvbuf, d->count * ddl_dtype_size(d->dtype),
+                                  d->root);
+    case DDL_OPK_BARRIER:
+        if (comm->size == 1)
+            return DDL_OK;
+        return ddl_barrier_dissemination(comm);
+    }
+    return ddl_fail(DDL_ERR_INTERNAL, "unknown operation kind %d", (int)d->kind);
+}
+
+/* run_blocking: inline while no progress thread exists, else through it so
+ * that the posting order is kept. */
+static ddl_status_t run_blocking(const ddl_opdesc_t *d)
+{
+    ddl_status_t st;
+    ddl_request_t *req;
+    ddl_clear_error();
+    if ((st = ddl_validate(d)) != DDL_OK)
+        return st;
+    if (!ddl_ctx.eng.started)
+        return ddl_execute(d);
+    if ((st = ddl_engine_post(d, &req)) != DDL_OK)
+        return st;
+    st = ddl_wait(req, -1);
+    ddl_request_free(req);
+    return st;
+}
+
+static ddl_status_t run_nonblocking(const ddl_opdesc_t *d, ddl_request_t **req)
+{
+    ddl_status_t st;
+    ddl_clear_error();
+    if (!req)
+        return ddl_fail(DDL_ERR_INVALID, "request pointer is NULL");
+    *req = NULL;
+    if ((st = ddl_validate(d)) != DDL_OK)
+        return st;
+    return ddl_engine_post(d, req);
+}
+
+#define ALLREDUCE_DESC                                                       \
+    {.kind = DDL_OPK_ALLREDUCE, .comm = comm, .sendbuf = sendbuf, .recvbuf = recvbuf,          \
+     .count = count, .dtype = dtype, .op = op}
+#define BCAST_DESC                                                           \
+    {.kind = DDL_OPK_BCAST, .comm = comm, .recvbuf = buf, .count = count, .dtype = dtype,      \
+     .root = root}
+
+ddl_status_t ddl_allreduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                           ddl_dtype_t dtype, ddl_op_t op)
+{
+    return run_blocking(&(ddl_opdesc_t)ALLREDUCE_DESC);
+}
+
+ddl_status_t ddl_iallreduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                            ddl_dtype_t dtype, ddl_op_t op, ddl_request_t **req)
+{
+    return run_nonblocking(&(ddl_opdesc_t)ALLREDUCE_DESC, req);
+}
+
+ddl_status_t ddl_bcast(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype, int root)
+{
+    return run_blocking(&(ddl_opdesc_t)BCAST_DESC);
+}
+
+ddl_status_t ddl_ibcast(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype, int root,
+                        ddl_request_t **req)
+{
+    return run_nonblocking(&(ddl_opdesc_t)BCAST_DESC, req);
+}
+
+ddl_status_t ddl_barrier(ddl_comm_t *comm)
+{
+    return run_blocking(&(ddl_opdesc_t){.kind = DDL_OPK_BARRIER, .comm = comm});
+}
+
+ddl_status_t ddl_ibarrier(ddl_comm_t *comm, ddl_request_t **req)
+{
+    return run_nonblocking(&(ddl_opdesc_t){.kind = DDL_OPK_BARRIER, .comm = comm}, req);
+}
+
+ddl_status_t ddl_comm_abort(ddl_comm_t *comm, const char *reason)
+{
+    if (!comm)
+        return ddl_fail(DDL_ERR_INVALID, "communicator is NULL");
+    int expected = 0;
+    /* The first abort writes the reason; 2 marks "being written". */
+    if (atomic_compare_exchange_strong(&comm->aborted, &expected, 2)) {
+        snprintf(comm->abort_reason, sizeof comm->abort_reason, "%s",
+                 reason && *reason ? reason : "no reason given");
+        atomic_store_explicit(&comm->aborted, 1, memory_order_release);
+    }
+    return DDL_OK;
+}

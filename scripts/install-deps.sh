@@ -1,0 +1,38 @@
+#!/bin/sh
+# install-deps.sh: install the Debian 12 packages ddl needs to build, test
+# and run its examples.  Idempotent, non-interactive; run as root.  Skips
+# apt-get entirely when everything is already installed.
+set -eu
+
+PACKAGES="
+build-essential autoconf automake libtool pkg-config
+libucx-dev ucx-utils
+libhwloc-dev hwloc-nox
+libconfuse-dev
+zlib1g-dev
+libpmix-dev
+openmpi-bin libopenmpi-dev
+libopenblas-dev
+dataset-fashion-mnist
+procps util-linux iproute2 coreutils findutils gawk
+"
+
+missing=""
+for p in $PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+        missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+    echo "install-deps: all packages present"
+    exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: missing packages:$missing" >&2
+    echo "install-deps: run this script as root (or: sudo $0)" >&2
+    exit 1
+fi
+echo "install-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing
