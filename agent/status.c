@@ -164,6 +164,9 @@ int ddl_agent_status(const char *path, int json)
             closedir(d);
     } else if (ddl_runtime_dir(getuid(), 0, dir, sizeof dir, &err) == 0) {
         collect(dir, &list, &n);
+    } else if (errno != ENOENT) {
+        ddl_error("%s", err.text); /* a directory that is not private: say so */
+        return 1;
     }
     if (n > 1)
         qsort(list, n, sizeof *list, cmp_str);

@@ -33,7 +33,7 @@ static ddl_status_t env_int(const char *name, long min, long max, long def, int 
     }
     if (ddl_parse_long(v, min, max, &x) < 0)
         return ddl_fail(DDL_ERR_INVALID, "%s='%s' is not a number in %ld-%ld: start the program "
-                        "with ddlrun or srun --ddl, or unset it", name, v, min, max);
+                        "with ddlrun, or unset it", name, v, min, max);
     *out = (int)x;
     return DDL_OK;
 }
@@ -67,7 +67,7 @@ static ddl_status_t bootstrap(const void *addr, size_t addr_len)
 
     if (!sock || !*sock)
         return ddl_fail(DDL_ERR_BOOTSTRAP, "DDL_SIZE=%d but DDL_AGENT_SOCK is not set: start the "
-                        "program with ddlrun -n N or srun --ddl", ddl_ctx.size);
+                        "program with ddlrun -n N", ddl_ctx.size);
     if ((st = env_int("DDL_BOOTSTRAP_TIMEOUT", 1, 86400, DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S,
                       &timeout_s)) != DDL_OK)
         return st;

@@ -22,14 +22,16 @@ t_is "$(pgrep -f "ddl-agent serve.*$DDL_RUNTIME_DIR" | wc -l)" 0 "the agent is g
 t_is "$(sock_count)" 0 "the agent socket is removed"
 
 # SIGINT and SIGTERM to ddlrun.
-for sig in INT TERM; do
+for sig in INT:2 TERM:15; do
+    num=${sig#*:}
+    sig=${sig%:*}
     "$DDLRUN" -n 3 sh -c "sleep 1000 # $T_TOKEN" >/dev/null 2>"$T_TMP/err" &
     pid=$!
     sleep 1
     kill -$sig $pid
     wait $pid
     rc=$?
-    want=$((128 + $(kill -l $sig)))
+    want=$((128 + num))
     t_is $rc $want "SIG$sig to ddlrun -> exit $want"
     t_is "$(t_procs)" 0 "SIG$sig: no process of the job is left"
     t_is "$(sock_count)" 0 "SIG$sig: the agent socket is removed"
@@ -55,6 +57,22 @@ t_wait_procs 0 15
 t_is "$(t_procs)" 0 "after SIGKILL of ddlrun, no process of the job is left"
 t_wait_procs 0 5
 t_is "$(pgrep -f "ddl-agent serve.*$DDL_RUNTIME_DIR" | wc -l)" 0 "... and the agent is gone"
+
+# A forwarded signal reaches each worker exactly once.
+"$DDLRUN" -n 2 sh -c "trap 'echo \$RANK >> $T_TMP/got; exit 0' TERM; while :; do sleep 0.1; done # $T_TOKEN" \
+    >/dev/null 2>&1 &
+pid=$!
+sleep 1
+kill -TERM $pid
+wait $pid
+t_is "$(sort "$T_TMP/got" 2>/dev/null | tr '\n' ' ')" "0 1 " "SIGTERM to ddlrun reaches each worker once"
+t_is "$(t_procs)" 0 "... and the job is gone"
+
+# A process that left its rank's process group (setsid) does not survive either.
+t_run 30 "$DDLRUN" -n 1 sh -c "setsid -f sleep 1000 # $T_TOKEN"
+t_is $? 0 "a rank that starts a setsid'd child exits 0"
+t_wait_procs 0 5
+t_is "$(t_procs)" 0 "the setsid'd child was killed when the job ended"
 
 # A rank's background child does not outlive the job.
 t_run 30 "$DDLRUN" -n 2 sh -c "sleep 1000 & echo started # $T_TOKEN"

@@ -1,0 +1,48 @@
+#!/bin/sh
+# run-compare.sh: ddl vs Open MPI vs raw UCX, measured in one run on this
+# machine, printed as the tables that go into docs/benchmarks.md.
+#
+#   bench/run-compare.sh BUILDDIR [NRANKS...]      (default: 2 4)
+#
+# For each rank count: ddl-bench and mpi-bench (allreduce, f32 sum, 8 B to
+# 64 MiB); then ucx_perftest tag latency (8 B) and bandwidth (16 MiB) between
+# two processes over the same path (loopback shared memory; UCX_TLS is
+# honoured by all three).  Open MPI runs with --oversubscribe (and
+# --allow-run-as-root as root).  Iterations: -n 50 -w 10 (-n 20 for >= 1 MiB).
+set -eu
+build=${1:?usage: run-compare.sh BUILDDIR [NRANKS...]}
+shift
+[ $# -gt 0 ] || set -- 2 4
+ddlrun="$build/launcher/ddlrun"
+ddlbench="$build/bench/ddl-bench"
+mpibench="$build/bench/mpi-bench"
+root=""
+[ "$(id -u)" = 0 ] && root="--allow-run-as-root"
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
+echo "# UCX $(ucx_info -v | sed -n 's/# Version //p'), $(mpirun --version 2>/dev/null | head -1)"
+for n in "$@"; do
+    echo "## $n ranks, one node"
+    "$ddlrun" -n "$n" "$ddlbench" allreduce -b 8 -e 512K -f 8 -n 200 -w 20 -c 1
+    "$ddlrun" -n "$n" "$ddlbench" allreduce -b 1M -e 64M -f 4 -n 20 -w 3 -c 1 | grep -v '^#'
+    if [ -x "$mpibench" ]; then
+        # shellcheck disable=SC2086
+        mpirun $root --oversubscribe -n "$n" "$mpibench" allreduce -b 8 -e 512K -f 8 -n 200 -w 20 -c 1
+        # shellcheck disable=SC2086
+        mpirun $root --oversubscribe -n "$n" "$mpibench" allreduce -b 1M -e 64M -f 4 -n 20 -w 3 -c 1 | grep -v '^#'
+    else
+        echo "# mpi-bench not built (install libopenmpi-dev and re-run configure)"
+    fi
+done
+echo "## ucx_perftest, 2 processes"
+port=$((20000 + $$ % 20000))
+for t in "tag_lat -s 8 -n 20000" "tag_bw -s 16777216 -n 200"; do
+    # shellcheck disable=SC2086
+    ucx_perftest -t $t -p $port >/dev/null 2>&1 &
+    srv=$!
+    sleep 1
+    # shellcheck disable=SC2086
+    ucx_perftest 127.0.0.1 -t $t -p $port 2>&1 | sed -n 's/^Final: */ucx_perftest '"${t%% *}"' final: /p'
+    wait $srv || true
+    port=$((port + 1))
+done
