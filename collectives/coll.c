@@ -20,6 +20,13 @@ ddl_status_t ddl_comm_check_abort(ddl_comm_t *comm)
     return ddl_fail(DDL_ERR_ABORTED, "communicator aborted: %s", comm->abort_reason);
 }
 
+const char *ddl_opkind_str(ddl_opkind_t k)
+{
+    static const char *const names[] = {"allreduce", "bcast", "barrier", "reduce_scatter",
+                                        "allgather", "reduce"};
+    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "unknown";
+}
+
 ddl_status_t ddl_validate(const ddl_opdesc_t *d)
 {
     ddl_status_t st;
@@ -39,20 +46,37 @@ ddl_status_t ddl_validate(const ddl_opdesc_t *d)
         return ddl_fail(DDL_ERR_INVALID, "unknown data type %d", (int)d->dtype);
     if (d->count > SIZE_MAX / es)
         return ddl_fail(DDL_ERR_INVALID, "count %zu overflows", d->count);
-    if (d->kind == DDL_OPK_ALLREDUCE) {
+    size_t total = d->count; /* elements in the largest buffer involved */
+    if (d->kind == DDL_OPK_REDUCE_SCATTER || d->kind == DDL_OPK_ALLGATHER) {
+        if (d->count > SIZE_MAX / es / (size_t)d->comm->size)
+            return ddl_fail(DDL_ERR_INVALID, "count %zu x %d ranks overflows", d->count,
+                            d->comm->size);
+        total = d->count * (size_t)d->comm->size;
+    }
+    switch (d->kind) {
+    case DDL_OPK_ALLREDUCE:
+    case DDL_OPK_REDUCE_SCATTER:
+    case DDL_OPK_REDUCE:
         if ((st = ddl_check_dtype_op(d->dtype, d->op)) != DDL_OK)
             return st;
-        if (d->count > 0 && (!d->sendbuf || !d->recvbuf))
-            return ddl_fail(DDL_ERR_INVALID, "allreduce of %zu elements with a NULL buffer",
-                            d->count);
-    } else if (d->kind == DDL_OPK_BCAST) {
-        if (d->root < 0 || d->root >= d->comm->size)
-            return ddl_fail(DDL_ERR_INVALID, "bcast root %d is not a rank of the communicator "
-                            "(0-%d)", d->root, d->comm->size - 1);
-        if (d->count > 0 && !d->recvbuf)
-            return ddl_fail(DDL_ERR_INVALID, "bcast of %zu elements with a NULL buffer",
-                            d->count);
+        break;
+    default:
+        break;
     }
+    if (d->kind == DDL_OPK_BCAST || d->kind == DDL_OPK_REDUCE) {
+        if (d->root < 0 || d->root >= d->comm->size)
+            return ddl_fail(DDL_ERR_INVALID, "root %d is not a rank of the communicator "
+                            "(0-%d)", d->root, d->comm->size - 1);
+    }
+    /* buffers that this rank reads or writes must exist when there is data */
+    int need_recv = d->kind != DDL_OPK_REDUCE || d->comm->rank == d->root;
+    int need_send = d->kind != DDL_OPK_BCAST;
+    if (total > 0 && ((need_recv && !d->recvbuf) || (need_send && !d->sendbuf)))
+        return ddl_fail(DDL_ERR_INVALID, "%s of %zu elements with a NULL buffer",
+                        ddl_opkind_str(d->kind), total);
+    if (total > 0 && d->sendbuf == DDL_IN_PLACE && !d->recvbuf)
+        return ddl_fail(DDL_ERR_INVALID, "%s in place needs the data in recvbuf",
+                        ddl_opkind_str(d->kind));
     return DDL_OK;
 }
 
@@ -82,6 +106,33 @@ ddl_status_t ddl_execute(const ddl_opdesc_t *d)
         if (comm->size == 1)
             return DDL_OK;
         return ddl_barrier_dissemination(comm);
+    case DDL_OPK_REDUCE_SCATTER:
+        if (d->count == 0)
+            return DDL_OK;
+        if (comm->size == 1) {
+            if (d->sendbuf != DDL_IN_PLACE && d->sendbuf != d->recvbuf)
+                memcpy(d->recvbuf, d->sendbuf, d->count * ddl_dtype_size(d->dtype));
+            return DDL_OK;
+        }
+        return ddl_reduce_scatter_ring(comm, d->sendbuf, d->recvbuf, d->count, d->dtype, d->op);
+    case DDL_OPK_ALLGATHER:
+        if (d->count == 0)
+            return DDL_OK;
+        if (comm->size == 1) {
+            if (d->sendbuf != DDL_IN_PLACE && d->sendbuf != d->recvbuf)
+                memcpy(d->recvbuf, d->sendbuf, d->count * ddl_dtype_size(d->dtype));
+            return DDL_OK;
+        }
+        return ddl_allgather_ring(comm, d->sendbuf, d->recvbuf, d->count, d->dtype);
+    case DDL_OPK_REDUCE:
+        if (d->count == 0)
+            return DDL_OK;
+        if (comm->size == 1) {
+            if (d->sendbuf != DDL_IN_PLACE && d->sendbuf != d->recvbuf)
+                memcpy(d->recvbuf, d->sendbuf, d->count * ddl_dtype_size(d->dtype));
+            return DDL_OK;
+        }
+        return ddl_reduce_ring(comm, d->sendbuf, d->recvbuf, d->count, d->dtype, d->op, d->root);
     }
     return ddl_fail(DDL_ERR_INTERNAL, "unknown operation kind %d", (int)d->kind);
 }
@@ -144,6 +195,53 @@ ddl_status_t ddl_ibcast(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t d
                         ddl_request_t **req)
 {
     return run_nonblocking(&(ddl_opdesc_t)BCAST_DESC, req);
+}
+
+#define RS_DESC                                                              \
+    {.kind = DDL_OPK_REDUCE_SCATTER, .comm = comm, .sendbuf = sendbuf, .recvbuf = recvbuf,     \
+     .count = recvcount, .dtype = dtype, .op = op}
+#define AG_DESC                                                              \
+    {.kind = DDL_OPK_ALLGATHER, .comm = comm, .sendbuf = sendbuf, .recvbuf = recvbuf,          \
+     .count = sendcount, .dtype = dtype}
+#define REDUCE_DESC                                                          \
+    {.kind = DDL_OPK_REDUCE, .comm = comm, .sendbuf = sendbuf, .recvbuf = recvbuf,             \
+     .count = count, .dtype = dtype, .op = op, .root = root}
+
+ddl_status_t ddl_reduce_scatter(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t recvcount, ddl_dtype_t dtype, ddl_op_t op)
+{
+    return run_blocking(&(ddl_opdesc_t)RS_DESC);
+}
+
+ddl_status_t ddl_ireduce_scatter(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                 size_t recvcount, ddl_dtype_t dtype, ddl_op_t op,
+                                 ddl_request_t **req)
+{
+    return run_nonblocking(&(ddl_opdesc_t)RS_DESC, req);
+}
+
+ddl_status_t ddl_allgather(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                           size_t sendcount, ddl_dtype_t dtype)
+{
+    return run_blocking(&(ddl_opdesc_t)AG_DESC);
+}
+
+ddl_status_t ddl_iallgather(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                            size_t sendcount, ddl_dtype_t dtype, ddl_request_t **req)
+{
+    return run_nonblocking(&(ddl_opdesc_t)AG_DESC, req);
+}
+
+ddl_status_t ddl_reduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                        ddl_dtype_t dtype, ddl_op_t op, int root)
+{
+    return run_blocking(&(ddl_opdesc_t)REDUCE_DESC);
+}
+
+ddl_status_t ddl_ireduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                         ddl_dtype_t dtype, ddl_op_t op, int root, ddl_request_t **req)
+{
+    return run_nonblocking(&(ddl_opdesc_t)REDUCE_DESC, req);
 }
 
 ddl_status_t ddl_barrier(ddl_comm_t *comm)

@@ -26,6 +26,9 @@ typedef enum {
     DDL_OPK_ALLREDUCE,
     DDL_OPK_BCAST,
     DDL_OPK_BARRIER,
+    DDL_OPK_REDUCE_SCATTER, /* count = elements per rank's block */
+    DDL_OPK_ALLGATHER,      /* count = elements per rank's block */
+    DDL_OPK_REDUCE,
 } ddl_opkind_t;
 
 typedef struct {
@@ -74,8 +77,22 @@ typedef struct {
     ucs_status_t failed_status;
 
     ddl_comm_t world;
+    ddl_comm_t node;   /* ranks on this node */
+    ddl_comm_t cross;  /* ranks with this local rank, one per node */
+    uint32_t next_comm_id;
     ddl_engine_t eng;
 } ddl_ctx_t;
+
+/* Communicator ids (16 bits of every tag). */
+#define DDL_COMM_ID_WORLD 0
+#define DDL_COMM_ID_NODE 1
+#define DDL_COMM_ID_CROSS 2
+#define DDL_COMM_ID_FIRST_SPLIT 3
+
+/* ddl_comms_build: the node and cross communicators from every world
+ * rank's node id and local rank (comm.c); ddl_comms_release frees them. */
+ddl_status_t ddl_comms_build(const int *node_of, const int *local_of);
+void ddl_comms_release(void);
 
 extern ddl_ctx_t ddl_ctx;
 
@@ -116,6 +133,8 @@ ddl_status_t ddl_tl_sendrecv(ddl_comm_t *comm, uint32_t seq, int dst, const void
                              size_t slen, int src, void *rbuf, size_t rlen);
 
 /* ---- execution (coll.c, engine.c) ---- */
+/* ddl_opkind_str: "allreduce" etc. */
+const char *ddl_opkind_str(ddl_opkind_t k);
 /* ddl_validate: check a descriptor before it is run or queued. */
 ddl_status_t ddl_validate(const ddl_opdesc_t *d);
 /* ddl_execute: run a validated collective to completion in this thread. */
@@ -135,6 +154,11 @@ void ddl_reduce_local(void *inout, const void *in, size_t count, ddl_dtype_t dty
  * the same bits even where op is not bitwise commutative (min/max of -0/+0). */
 void ddl_reduce_ordered(void *inout, const void *in, size_t count, ddl_dtype_t dtype,
                         ddl_op_t op, int in_first);
+/* IEEE half and bfloat16 <-> float, rounding to nearest even. */
+float ddl_half_to_float(uint16_t h);
+uint16_t ddl_float_to_half(float f);
+float ddl_bf16_to_float(uint16_t b);
+uint16_t ddl_float_to_bf16(float f);
 /* buf[i] /= divisor (floating-point types only). */
 void ddl_scale_local(void *buf, size_t count, ddl_dtype_t dtype, double divisor);
 /* DDL_OK if (dtype, op) is offered, else the error with its detail text. */
@@ -145,6 +169,12 @@ ddl_status_t ddl_allreduce_ring(ddl_comm_t *comm, void *buf, size_t count, ddl_d
                                 ddl_op_t op);
 ddl_status_t ddl_allreduce_rd(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype,
                               ddl_op_t op);
+ddl_status_t ddl_reduce_scatter_ring(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                     size_t recvcount, ddl_dtype_t dtype, ddl_op_t op);
+ddl_status_t ddl_allgather_ring(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t sendcount, ddl_dtype_t dtype);
+ddl_status_t ddl_reduce_ring(ddl_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                             ddl_dtype_t dtype, ddl_op_t op, int root);
 
 /* Allreduce algorithms, selectable with DDL_ALLREDUCE_ALGO. */
 typedef enum {

@@ -21,6 +21,7 @@
 ddl_ctx_t ddl_ctx = {.size = 1, .local_size = 1, .nnodes = 1, .agent_fd = -1, .failed_peer = -1};
 
 #define DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S 120
+#define BOOT_HDR (2 * sizeof(int32_t)) /* node id, local rank */
 
 /* env_int: read an integer variable in [min, max]; def when unset. */
 static ddl_status_t env_int(const char *name, long min, long max, long def, int *out)
@@ -75,14 +76,23 @@ static ddl_status_t bootstrap(const void *addr, size_t addr_len)
     if (ddl_ctx.agent_fd < 0)
         return ddl_fail(DDL_ERR_BOOTSTRAP, "rank %d: %s", ddl_ctx.rank, err.text);
 
+    /* each rank's contribution: node id and local rank, then its address */
+    uint8_t *blob = malloc(BOOT_HDR + addr_len);
+    if (!blob)
+        return ddl_fail(DDL_ERR_NOMEM, "out of memory for the bootstrap");
+    int32_t hdr[2] = {ddl_ctx.node_id, ddl_ctx.local_rank};
+    memcpy(blob, hdr, BOOT_HDR);
+    memcpy(blob + BOOT_HDR, addr, addr_len);
     ddl_msg_t req = {.type = DDL_MSG_ALLGATHER};
     req.u.allgather.gen = ddl_ctx.gen;
     req.u.allgather.seq = 0;
     req.u.allgather.rank = (uint32_t)ddl_ctx.rank;
     req.u.allgather.size = (uint32_t)ddl_ctx.size;
-    req.u.allgather.len = (uint32_t)addr_len;
-    req.u.allgather.data = (uint8_t *)addr;
-    if (ddl_proto_send(ddl_ctx.agent_fd, &req) < 0)
+    req.u.allgather.len = (uint32_t)(BOOT_HDR + addr_len);
+    req.u.allgather.data = blob;
+    int sent = ddl_proto_send(ddl_ctx.agent_fd, &req);
+    free(blob);
+    if (sent < 0)
         return ddl_fail(DDL_ERR_BOOTSTRAP, "rank %d: cannot send to the agent at %s: %s",
                         ddl_ctx.rank, sock, strerror(errno));
     if (ddl_proto_recv(ddl_ctx.agent_fd, &res, timeout_s * 1000, &err) < 0)
@@ -102,21 +112,35 @@ static ddl_status_t bootstrap(const void *addr, size_t addr_len)
         ddl_msg_clear(&res);
         return st;
     }
-    ddl_ctx.peer_off = calloc((size_t)ddl_ctx.size, sizeof *ddl_ctx.peer_off);
-    ddl_ctx.eps = calloc((size_t)ddl_ctx.size, sizeof *ddl_ctx.eps);
-    if (!ddl_ctx.peer_off || !ddl_ctx.eps) {
-        ddl_msg_clear(&res);
-        return ddl_fail(DDL_ERR_NOMEM, "out of memory for %d peers", ddl_ctx.size);
-    }
+    size_t n = (size_t)ddl_ctx.size;
+    ddl_ctx.peer_off = calloc(n, sizeof *ddl_ctx.peer_off);
+    ddl_ctx.eps = calloc(n, sizeof *ddl_ctx.eps);
+    int *node_of = calloc(n, sizeof *node_of), *local_of = calloc(n, sizeof *local_of);
+    st = DDL_OK;
+    if (!ddl_ctx.peer_off || !ddl_ctx.eps || !node_of || !local_of)
+        st = ddl_fail(DDL_ERR_NOMEM, "out of memory for %d peers", ddl_ctx.size);
     size_t off = 0;
-    for (int i = 0; i < ddl_ctx.size; i++) {
-        ddl_ctx.peer_off[i] = off;
+    for (size_t i = 0; i < n && st == DDL_OK; i++) {
+        int32_t rec[2];
+        if (res.u.allgather_result.lens[i] < BOOT_HDR) {
+            st = ddl_fail(DDL_ERR_BOOTSTRAP, "rank %zu sent a %u-byte bootstrap record", i,
+                          res.u.allgather_result.lens[i]);
+            break;
+        }
+        memcpy(rec, res.u.allgather_result.data + off, BOOT_HDR);
+        node_of[i] = rec[0];
+        local_of[i] = rec[1];
+        ddl_ctx.peer_off[i] = off + BOOT_HDR;
         off += res.u.allgather_result.lens[i];
     }
+    if (st == DDL_OK)
+        st = ddl_comms_build(node_of, local_of);
+    free(node_of);
+    free(local_of);
     ddl_ctx.peer_addrs = res.u.allgather_result.data; /* take ownership */
     res.u.allgather_result.data = NULL;
     ddl_msg_clear(&res);
-    return DDL_OK;
+    return st;
 }
 
 static void release(void)
@@ -127,6 +151,7 @@ static void release(void)
     free(ddl_ctx.peer_addrs);
     free(ddl_ctx.peer_off);
     free(ddl_ctx.eps);
+    ddl_comms_release();
     ddl_scratch_free();
     ddl_ctx = (ddl_ctx_t){.size = 1, .local_size = 1, .nnodes = 1, .agent_fd = -1,
                           .failed_peer = -1};
@@ -156,8 +181,16 @@ ddl_status_t ddl_init(void)
             return st;
         }
     }
-    ddl_ctx.world = (ddl_comm_t){.rank = ddl_ctx.rank, .size = ddl_ctx.size, .id = 0};
+    ddl_ctx.world = (ddl_comm_t){.rank = ddl_ctx.rank, .size = ddl_ctx.size,
+                                 .id = DDL_COMM_ID_WORLD};
     atomic_init(&ddl_ctx.world.aborted, 0);
+    if (ddl_ctx.size == 1) { /* no exchange: the node and cross comms are the world */
+        int zero = 0;
+        if ((st = ddl_comms_build(&zero, &zero)) != DDL_OK) {
+            release();
+            return st;
+        }
+    }
     ddl_ctx.initialized = 1;
     ddl_debug("rank %d of %d initialised (local %d of %d, node %d of %d)", ddl_ctx.rank,
               ddl_ctx.size, ddl_ctx.local_rank, ddl_ctx.local_size, ddl_ctx.node_id,

@@ -20,7 +20,7 @@ tests_unit_t_api_LDADD = collectives/libddl.la
 tests_helpers_nb_check_SOURCES = tests/helpers/nb-check.c
 tests_helpers_nb_check_LDADD = collectives/libddl.la $(PTHREAD_LIBS)
 tests_helpers_coll_check_SOURCES = tests/helpers/coll-check.c
-tests_helpers_coll_check_LDADD = collectives/libddl.la $(ZLIB_LIBS)
+tests_helpers_coll_check_LDADD = collectives/libddl.la $(ZLIB_LIBS) -lm
 
 TESTS += tests/unit/t_proto tests/unit/t_util tests/unit/t_ddlrun_args tests/unit/t_reduce \
          tests/unit/t_api

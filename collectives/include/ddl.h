@@ -54,10 +54,14 @@ typedef enum {
     DDL_FLOAT64 = 1,
     DDL_INT32 = 2,
     DDL_INT64 = 3,
+    DDL_FLOAT16 = 4,  /* IEEE binary16; reduced in float, rounded to nearest even */
+    DDL_BFLOAT16 = 5, /* bfloat16; reduced in float, rounded to nearest even */
+    DDL_UINT8 = 6,    /* sums and products wrap modulo 256 */
 } ddl_dtype_t;
 
 /* Reductions.  DDL_AVG is the sum divided by the communicator size and is
- * offered for floating-point types only.  Values are part of the ABI. */
+ * offered for floating-point types only.  Integer sums and products wrap
+ * (two's complement).  Values are part of the ABI. */
 typedef enum {
     DDL_SUM = 0,
     DDL_PROD = 1,
@@ -125,6 +129,29 @@ ddl_comm_t *ddl_comm_world(void);
 int ddl_comm_rank(const ddl_comm_t *comm);
 int ddl_comm_size(const ddl_comm_t *comm);
 
+/* ddl_comm_node / ddl_comm_cross: the ranks on this node (ordered by world
+ * rank), and the ranks on every node that have this process's local rank
+ * (one per node, ordered by node).  Owned by libddl, valid from ddl_init()
+ * to ddl_finalize(); NULL before.  Built from the bootstrap exchange: no
+ * communication. */
+ddl_comm_t *ddl_comm_node(void);
+ddl_comm_t *ddl_comm_cross(void);
+
+/* Color of a rank that wants no communicator from ddl_comm_split(). */
+#define DDL_UNDEFINED (-1)
+
+/* ddl_comm_split: collective over comm: ranks passing the same color form
+ * one new communicator, ordered by key, ties by rank in comm (MPI's rule).
+ * *newcomm is owned by the caller (ddl_comm_free()); NULL for color
+ * DDL_UNDEFINED.  Blocking.  Returns DDL_OK; DDL_ERR_INVALID (NULL
+ * arguments, color < -1); DDL_ERR_NOMEM; or a transport error. */
+ddl_status_t ddl_comm_split(ddl_comm_t *comm, int color, int key, ddl_comm_t **newcomm);
+
+/* ddl_comm_free: release a communicator from ddl_comm_split() once no
+ * operation on it is pending.  Accepts NULL; the built-in communicators
+ * are ignored.  Returns DDL_OK or DDL_ERR_INVALID (operations pending). */
+ddl_status_t ddl_comm_free(ddl_comm_t *comm);
+
 /* ddl_allreduce: recvbuf[i] = sendbuf[i] (op) over every rank, i < count.
  * Collective and blocking: every rank of comm calls it with the same count,
  * dtype and op.  sendbuf may equal recvbuf or be DDL_IN_PLACE; otherwise the
@@ -145,6 +172,28 @@ ddl_status_t ddl_allreduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
 ddl_status_t ddl_bcast(ddl_comm_t *comm, void *buf, size_t count,
                        ddl_dtype_t dtype, int root);
 
+/* ddl_reduce_scatter: reduce size*recvcount elements of sendbuf over
+ * every rank, and leave block r (elements r*recvcount .. (r+1)*recvcount-1
+ * of the result) in recvbuf of rank r.  sendbuf == DDL_IN_PLACE takes the
+ * input from recvbuf, which must then hold size*recvcount elements (the
+ * block lands at its start).  Collective, blocking; bit-identical rules and
+ * errors as ddl_allreduce(). */
+ddl_status_t ddl_reduce_scatter(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t recvcount, ddl_dtype_t dtype, ddl_op_t op);
+
+/* ddl_allgather: recvbuf (size*sendcount elements) receives every rank's
+ * sendcount elements in rank order.  sendbuf == DDL_IN_PLACE takes this
+ * rank's block from its place in recvbuf.  Collective, blocking.  Errors as
+ * ddl_bcast(). */
+ddl_status_t ddl_allgather(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                           size_t sendcount, ddl_dtype_t dtype);
+
+/* ddl_reduce: like ddl_allreduce, but only root's recvbuf receives the
+ * result (recvbuf is not touched on other ranks and may be NULL there).
+ * Same result bits as ddl_allreduce with the ring algorithm. */
+ddl_status_t ddl_reduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                        ddl_dtype_t dtype, ddl_op_t op, int root);
+
 /* ddl_barrier: return only after every rank of comm has entered it.
  * Collective and blocking.  Returns DDL_OK, DDL_ERR_TRANSPORT or
  * DDL_ERR_PEER. */
@@ -162,6 +211,13 @@ ddl_status_t ddl_iallreduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf
 ddl_status_t ddl_ibcast(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype, int root,
                         ddl_request_t **req);
 ddl_status_t ddl_ibarrier(ddl_comm_t *comm, ddl_request_t **req);
+ddl_status_t ddl_ireduce_scatter(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                 size_t recvcount, ddl_dtype_t dtype, ddl_op_t op,
+                                 ddl_request_t **req);
+ddl_status_t ddl_iallgather(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                            size_t sendcount, ddl_dtype_t dtype, ddl_request_t **req);
+ddl_status_t ddl_ireduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                         ddl_dtype_t dtype, ddl_op_t op, int root, ddl_request_t **req);
 
 /* ddl_test: DDL_INPROGRESS while req runs, then its final status (DDL_OK
  * or the error the blocking call would have returned; ddl_last_error()

@@ -15,6 +15,7 @@
  * The algorithm is whatever DDL_ALLREDUCE_ALGO selects; rank 0 prints it.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,29 +33,79 @@ static void die(const char *what, ddl_status_t st)
     exit(1);
 }
 
-/* input value of rank r at index i: exact in every type for the ops used */
-static double input(int r, size_t i, ddl_op_t op)
+/* 16-bit float helpers for the test (exact for the small integers used) */
+static uint16_t to_half(double v)
+{
+    if (v == 0)
+        return signbit(v) ? 0x8000 : 0;
+    int sign = v < 0, e = 0;
+    double a = fabs(v);
+    while (a >= 2) {
+        a /= 2;
+        e++;
+    }
+    while (a < 1) {
+        a *= 2;
+        e--;
+    }
+    return (uint16_t)((sign << 15) | ((e + 15) << 10) | (int)((a - 1) * 1024));
+}
+
+static double from_half(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e ? ldexp(1 + m / 1024.0, e - 15) : ldexp(m / 1024.0, -14);
+    return h & 0x8000 ? -v : v;
+}
+
+static uint16_t to_bf16(double v)
+{
+    float f = (float)v;
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return (uint16_t)(b >> 16); /* exact for the values used */
+}
+
+static double from_bf16(uint16_t h)
+{
+    uint32_t b = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+static int is_int(ddl_dtype_t dt)
+{
+    return dt == DDL_INT32 || dt == DDL_INT64 || dt == DDL_UINT8;
+}
+
+/* input value of rank r at index i: exact in the type for the ops used, so
+ * the reference is exact too (16-bit floats get small integers) */
+static double input_of(ddl_dtype_t dt, int r, size_t i, ddl_op_t op)
 {
     if (op == DDL_PROD) {
         static const double f[] = {1.0, -1.0, 2.0, 0.5, 1.0, -2.0, 1.0};
-        return f[(i * 7 + (size_t)r * 3) % 7];
+        double v = f[(i * 7 + (size_t)r * 3) % 7];
+        if (is_int(dt))
+            v = v == 0.5 ? 1 : v;
+        if (dt == DDL_UINT8)
+            v = fabs(v);
+        return v;
     }
+    if (dt == DDL_UINT8)
+        return (double)((i * 131 + (size_t)r * 97) % 256);
+    if (dt == DDL_FLOAT16 || dt == DDL_BFLOAT16)
+        return (double)((long)((i * 13 + (size_t)r * 7) % 17) - 8);
+    if (is_int(dt))
+        return (double)((long)((i * 131 + (size_t)r * 977) % 200001) - 100000);
     return (double)((long)((i * 131 + (size_t)r * 977) % 2001) - 1000) / 4.0;
 }
 
-static double input_int(int r, size_t i, ddl_op_t op)
+static double expected_of(ddl_dtype_t dt, size_t i, ddl_op_t op, int nranks)
 {
-    if (op == DDL_PROD)
-        return (((i + (size_t)r) % 3) == 0 ? -1.0 : 1.0) * (((i + (size_t)r) % 5) == 0 ? 2.0 : 1.0);
-    return (double)((long)((i * 131 + (size_t)r * 977) % 200001) - 100000);
-}
-
-static double expected(size_t i, ddl_dtype_t dt, ddl_op_t op)
-{
-    int is_int = dt == DDL_INT32 || dt == DDL_INT64;
     double acc = 0;
-    for (int r = 0; r < size; r++) {
-        double v = is_int ? input_int(r, i, op) : input(r, i, op);
+    for (int r = 0; r < nranks; r++) {
+        double v = input_of(dt, r, i, op);
         if (r == 0)
             acc = v;
         else if (op == DDL_SUM || op == DDL_AVG)
@@ -66,6 +117,15 @@ static double expected(size_t i, ddl_dtype_t dt, ddl_op_t op)
         else
             acc = v > acc ? v : acc;
     }
+    if (dt == DDL_UINT8)
+        acc = fmod(acc, 256);
+    if (op == DDL_AVG) {
+        /* the library's single rounding step in the element type */
+        if (dt == DDL_FLOAT64)
+            acc = acc / nranks;
+        else
+            acc = (double)((float)acc / (float)nranks);
+    }
     return acc;
 }
 
@@ -76,6 +136,9 @@ static void put(void *buf, size_t i, ddl_dtype_t dt, double v)
     case DDL_FLOAT64: ((double *)buf)[i] = v; break;
     case DDL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
     case DDL_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case DDL_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case DDL_FLOAT16: ((uint16_t *)buf)[i] = to_half(v); break;
+    case DDL_BFLOAT16: ((uint16_t *)buf)[i] = to_bf16(v); break;
     }
 }
 
@@ -86,13 +149,50 @@ static double get(const void *buf, size_t i, ddl_dtype_t dt)
     case DDL_FLOAT64: return ((const double *)buf)[i];
     case DDL_INT32: return ((const int32_t *)buf)[i];
     case DDL_INT64: return (double)((const int64_t *)buf)[i];
+    case DDL_UINT8: return ((const uint8_t *)buf)[i];
+    case DDL_FLOAT16: return from_half(((const uint16_t *)buf)[i]);
+    case DDL_BFLOAT16: return from_bf16(((const uint16_t *)buf)[i]);
     }
     return 0;
 }
 
+/* rounded: the reference as the type stores it */
+static double rounded(double v, ddl_dtype_t dt)
+{
+    double out = 0;
+    unsigned char tmp[8];
+    if (dt == DDL_FLOAT16 || dt == DDL_BFLOAT16) {
+        /* avg results are not small integers: round through float */
+        float f = (float)v;
+        if (dt == DDL_BFLOAT16) {
+            uint32_t b;
+            memcpy(&b, &f, 4);
+            b += 0x7fff + ((b >> 16) & 1);
+            return from_bf16((uint16_t)(b >> 16));
+        }
+        /* half: nearest even among representable values around f */
+        double best = 0, bestd = INFINITY;
+        int e;
+        frexp(f, &e);
+        double ulp = ldexp(1, e - 11 < -24 ? -24 : e - 11);
+        double lo = floor(f / ulp) * ulp;
+        for (int k = 0; k < 2; k++) {
+            double c = lo + k * ulp, d = fabs(c - f);
+            if (d < bestd || (d == bestd && fmod(c / ulp, 2) == 0)) {
+                best = c;
+                bestd = d;
+            }
+        }
+        return best;
+    }
+    put(tmp, 0, dt, v);
+    out = get(tmp, 0, dt);
+    return out;
+}
+
 static const char *dt_name(ddl_dtype_t dt)
 {
-    static const char *const n[] = {"f32", "f64", "i32", "i64"};
+    static const char *const n[] = {"f32", "f64", "i32", "i64", "f16", "bf16", "u8"};
     return n[dt];
 }
 
@@ -122,11 +222,10 @@ static void check_allreduce(ddl_dtype_t dt, ddl_op_t op, size_t n, int in_place)
     size_t es = ddl_dtype_size(dt);
     char name[128];
     void *src = malloc(n * es + 1), *dst = malloc(n * es + 1);
-    int is_int = dt == DDL_INT32 || dt == DDL_INT64;
     if (!src || !dst)
         die("malloc", DDL_ERR_NOMEM);
     for (size_t i = 0; i < n; i++)
-        put(src, i, dt, is_int ? input_int(rank, i, op) : input(rank, i, op));
+        put(src, i, dt, input_of(dt, rank, i, op));
     ddl_status_t st = in_place ? ddl_allreduce(ddl_comm_world(), DDL_IN_PLACE, src, n, dt, op)
                                : ddl_allreduce(ddl_comm_world(), src, dst, n, dt, op);
     if (st != DDL_OK)
@@ -134,17 +233,7 @@ static void check_allreduce(ddl_dtype_t dt, ddl_op_t op, size_t n, int in_place)
     const void *res = in_place ? src : dst;
     int64_t wrong = 0;
     for (size_t i = 0; i < n; i++) {
-        double want = expected(i, dt, op);
-        if (op == DDL_AVG) {
-            /* the same single rounding step as the library */
-            if (dt == DDL_FLOAT32)
-                want = (double)((float)want / (float)size);
-            else
-                want = want / size;
-        }
-        double got = get(res, i, dt);
-        if (dt == DDL_FLOAT32)
-            want = (double)(float)want;
+        double want = rounded(expected_of(dt, i, op, size), dt), got = get(res, i, dt);
         if (got != want) {
             if (wrong < 3)
                 fprintf(stderr, "# rank %d: allreduce %s %s n=%zu: element %zu is %.9g, expected "
@@ -157,6 +246,100 @@ static void check_allreduce(ddl_dtype_t dt, ddl_op_t op, size_t n, int in_place)
     report(name, wrong);
     free(src);
     free(dst);
+}
+
+/* reduce_scatter, allgather and reduce against the same references */
+static void check_rs_ag_reduce(ddl_dtype_t dt, ddl_op_t op, size_t blk)
+{
+    size_t es = ddl_dtype_size(dt), total = blk * (size_t)size;
+    char *src = malloc(total * es + 1), *dst = malloc(total * es + 1);
+    char name[128];
+    int64_t wrong = 0;
+    ddl_status_t st;
+    if (!src || !dst)
+        die("malloc", DDL_ERR_NOMEM);
+    for (size_t i = 0; i < total; i++)
+        put(src, i, dt, input_of(dt, rank, i, op));
+    if ((st = ddl_reduce_scatter(ddl_comm_world(), src, dst, blk, dt, op)) != DDL_OK)
+        die("ddl_reduce_scatter", st);
+    for (size_t i = 0; i < blk; i++)
+        wrong += get(dst, i, dt) != rounded(expected_of(dt, (size_t)rank * blk + i, op, size), dt);
+    snprintf(name, sizeof name, "reduce_scatter %s %s block=%zu", dt_name(dt), op_name(op), blk);
+    report(name, wrong);
+
+    /* in place: the input in recvbuf, the block lands at its start */
+    wrong = 0;
+    memcpy(dst, src, total * es);
+    if ((st = ddl_reduce_scatter(ddl_comm_world(), DDL_IN_PLACE, dst, blk, dt, op)) != DDL_OK)
+        die("ddl_reduce_scatter in place", st);
+    for (size_t i = 0; i < blk; i++)
+        wrong += get(dst, i, dt) != rounded(expected_of(dt, (size_t)rank * blk + i, op, size), dt);
+    snprintf(name, sizeof name, "reduce_scatter %s %s block=%zu in-place", dt_name(dt),
+             op_name(op), blk);
+    report(name, wrong);
+
+    /* allgather of each rank's block of its own input */
+    wrong = 0;
+    if ((st = ddl_allgather(ddl_comm_world(), src + (size_t)rank * blk * es, dst, blk, dt)) !=
+        DDL_OK)
+        die("ddl_allgather", st);
+    for (int r = 0; r < size; r++)
+        for (size_t i = 0; i < blk; i++)
+            wrong += get(dst, (size_t)r * blk + i, dt) !=
+                     rounded(input_of(dt, r, (size_t)r * blk + i, op), dt);
+    snprintf(name, sizeof name, "allgather %s block=%zu", dt_name(dt), blk);
+    report(name, wrong);
+
+    /* reduce to the last rank */
+    wrong = 0;
+    int root = size - 1;
+    memset(dst, 0x5a, total * es);
+    if ((st = ddl_reduce(ddl_comm_world(), src, rank == root ? dst : NULL, total, dt, op, root)) !=
+        DDL_OK)
+        die("ddl_reduce", st);
+    if (rank == root)
+        for (size_t i = 0; i < total; i++)
+            wrong += get(dst, i, dt) != rounded(expected_of(dt, i, op, size), dt);
+    snprintf(name, sizeof name, "reduce %s %s n=%zu root=%d", dt_name(dt), op_name(op), total,
+             root);
+    report(name, wrong);
+    free(src);
+    free(dst);
+}
+
+/* communicators: node (everyone under ddlrun), cross, and a split */
+static void check_comms(void)
+{
+    ddl_comm_t *node = ddl_comm_node(), *cross = ddl_comm_cross(), *half = NULL;
+    ddl_status_t st;
+    report("node communicator holds every rank (one node)",
+           !(node && ddl_comm_size(node) == size && ddl_comm_rank(node) == rank));
+    report("cross communicator holds this rank alone (one node)",
+           !(cross && ddl_comm_size(cross) == 1 && ddl_comm_rank(cross) == 0));
+    /* odd and even ranks, ordered by descending rank (key) */
+    if ((st = ddl_comm_split(ddl_comm_world(), rank % 2, -rank, &half)) != DDL_OK)
+        die("ddl_comm_split", st);
+    int members = (size + 1 - rank % 2) / 2;
+    int64_t wrong = !(half && ddl_comm_size(half) == members);
+    int64_t v = rank, sum = 0;
+    if ((st = ddl_allreduce(half, &v, &sum, 1, DDL_INT64, DDL_SUM)) != DDL_OK)
+        die("ddl_allreduce on a split communicator", st);
+    int64_t want = 0;
+    for (int r = rank % 2; r < size; r += 2)
+        want += r;
+    wrong += sum != want;
+    /* key -rank: the highest rank is rank 0 of the new communicator */
+    int64_t first = rank;
+    if ((st = ddl_bcast(half, &first, 1, DDL_INT64, 0)) != DDL_OK)
+        die("ddl_bcast on a split communicator", st);
+    int top = size - 1 - ((size - 1) % 2 != rank % 2);
+    wrong += first != top;
+    report("comm_split by parity: sizes, allreduce and key order", wrong);
+    ddl_comm_t *none = (ddl_comm_t *)1;
+    if ((st = ddl_comm_split(ddl_comm_world(), DDL_UNDEFINED, 0, &none)) != DDL_OK)
+        die("ddl_comm_split undefined", st);
+    report("comm_split with DDL_UNDEFINED gives NULL", none != NULL);
+    ddl_comm_free(half);
 }
 
 /* check_identical: random floats; every rank must get the same bits. */
@@ -234,28 +417,34 @@ int main(int argc, char **argv)
     if (big)
         check_allreduce(DDL_FLOAT32, DDL_SUM, (size_t)64 << 20, 1);
 
+    static const ddl_dtype_t types[] = {DDL_FLOAT32, DDL_FLOAT64, DDL_INT32, DDL_INT64,
+                                        DDL_FLOAT16, DDL_BFLOAT16, DDL_UINT8};
+    static const ddl_op_t ops[] = {DDL_SUM, DDL_PROD, DDL_MIN, DDL_MAX, DDL_AVG};
     for (int s = 0; s < nsizes; s++) {
         size_t n = sizes[s];
         int large = n > 100000;
-        check_allreduce(DDL_FLOAT32, DDL_SUM, n, 0);
-        check_allreduce(DDL_FLOAT32, DDL_AVG, n, 1);
-        check_allreduce(DDL_FLOAT64, DDL_SUM, n, 1);
-        check_allreduce(DDL_FLOAT64, DDL_AVG, n, 0);
+        for (int t = 0; t < 7; t++) {
+            for (int o = 0; o < 5; o++) {
+                if (ops[o] == DDL_AVG && is_int(types[t]))
+                    continue;
+                if (quick && large && !(types[t] == DDL_FLOAT32 && ops[o] == DDL_SUM))
+                    continue;
+                check_allreduce(types[t], ops[o], n, (t + o) % 2);
+            }
+        }
         if (quick && large)
             continue;
-        check_allreduce(DDL_FLOAT32, DDL_MIN, n, 0);
-        check_allreduce(DDL_FLOAT64, DDL_MAX, n, 0);
-        check_allreduce(DDL_FLOAT64, DDL_PROD, n, 1);
-        check_allreduce(DDL_INT32, DDL_SUM, n, 0);
-        check_allreduce(DDL_INT64, DDL_SUM, n, 1);
-        check_allreduce(DDL_INT32, DDL_MAX, n, 1);
-        check_allreduce(DDL_INT64, DDL_MIN, n, 0);
-        check_allreduce(DDL_INT32, DDL_PROD, n, 0);
         check_identical(DDL_FLOAT32, n);
         check_identical(DDL_FLOAT64, n);
         for (int root = 0; root < size; root += (size > 3 ? size - 1 : 1))
             check_bcast(n, root);
+        size_t blk = n / (size_t)size;
+        check_rs_ag_reduce(DDL_FLOAT32, DDL_SUM, blk);
+        check_rs_ag_reduce(DDL_INT64, DDL_MAX, blk);
+        check_rs_ag_reduce(DDL_BFLOAT16, DDL_AVG, blk);
+        check_rs_ag_reduce(DDL_UINT8, DDL_SUM, blk);
     }
+    check_comms();
     for (int i = 0; i < 20; i++)
         if ((st = ddl_barrier(ddl_comm_world())) != DDL_OK)
             die("ddl_barrier", st);

@@ -2,6 +2,7 @@
  * world of one, argument errors with their status codes and detail texts,
  * status strings, and init/finalize ordering.  Linked against the built
  * shared library, as a user program would be. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,44 @@ int main(void)
     ok(strstr(ddl_last_error(), "root 1") != NULL, "... names the root: %s", ddl_last_error());
     is(ddl_bcast(w, x, 4, DDL_FLOAT32, 0), DDL_OK, "bcast from root 0");
     is(ddl_barrier(w), DDL_OK, "barrier of one");
+    /* the other collectives and communicators, in a world of one */
+    float rs_in[3] = {1, 2, 3}, rs_out[3] = {0};
+    is(ddl_reduce_scatter(w, rs_in, rs_out, 3, DDL_FLOAT32, DDL_SUM), DDL_OK, "reduce_scatter");
+    ok(rs_out[2] == 3, "... of one rank copies the block");
+    is(ddl_reduce_scatter(w, rs_in, rs_out, 3, DDL_UINT8, DDL_AVG), DDL_ERR_UNSUPPORTED,
+       "avg on u8 is unsupported");
+    is(ddl_allgather(w, rs_in, NULL, 3, DDL_FLOAT32), DDL_ERR_INVALID, "allgather into NULL");
+    is(ddl_allgather(w, DDL_IN_PLACE, rs_out, 3, DDL_FLOAT32), DDL_OK, "allgather in place");
+    is(ddl_reduce(w, rs_in, rs_out, 3, DDL_FLOAT32, DDL_MAX, 0), DDL_OK, "reduce to root 0");
+    is(ddl_reduce(w, rs_in, rs_out, 3, DDL_FLOAT32, DDL_MAX, 3), DDL_ERR_INVALID, "reduce to root 3");
+    ok(ddl_comm_node() && ddl_comm_size(ddl_comm_node()) == 1, "node communicator of one");
+    ok(ddl_comm_cross() && ddl_comm_size(ddl_comm_cross()) == 1, "cross communicator of one");
+    ddl_comm_t *sub = NULL;
+    is(ddl_comm_split(w, 5, 0, &sub), DDL_OK, "comm_split");
+    ok(sub && ddl_comm_size(sub) == 1 && ddl_comm_rank(sub) == 0, "... gives a communicator of one");
+    is(ddl_allreduce(sub, x, y, 4, DDL_FLOAT32, DDL_SUM), DDL_OK, "allreduce on it");
+    is(ddl_comm_free(sub), DDL_OK, "comm_free");
+    is(ddl_comm_split(w, -7, 0, &sub), DDL_ERR_INVALID, "negative color is invalid");
+    is(ddl_comm_free(w), DDL_OK, "freeing the world is ignored");
+    uint16_t h[2] = {0x3c00, 0x4000}; /* 1.0 and 2.0 in binary16 */
+    is(ddl_allreduce(w, DDL_IN_PLACE, h, 2, DDL_FLOAT16, DDL_AVG), DDL_OK, "f16 avg");
+    ok(h[0] == 0x3c00 && h[1] == 0x4000, "... of one rank keeps the bits");
+    is(ddl_dtype_size(DDL_BFLOAT16), 2, "bf16 is 2 bytes");
+    is(ddl_dtype_size(DDL_UINT8), 1, "u8 is 1 byte");
+
+    ddl_request_t *req = NULL;
+    is(ddl_iallreduce(w, x, y, 4, DDL_FLOAT32, DDL_SUM, NULL), DDL_ERR_INVALID, "NULL request pointer");
+    is(ddl_iallreduce(w, x, y, 4, DDL_INT32, DDL_AVG, &req), DDL_ERR_UNSUPPORTED,
+       "a non-blocking call validates like the blocking one");
+    ok(req == NULL, "... and returns no request");
+    is(ddl_iallreduce(w, x, y, 4, DDL_FLOAT32, DDL_SUM, &req), DDL_OK, "iallreduce");
+    is(ddl_wait(req, 5000), DDL_OK, "... completes");
+    is(ddl_test(req), DDL_OK, "ddl_test after completion");
+    ddl_request_free(req);
+    is(ddl_test(NULL), DDL_ERR_INVALID, "ddl_test(NULL)");
+    ddl_request_free(NULL);
+    is(ddl_comm_abort(NULL, "x"), DDL_ERR_INVALID, "abort of NULL");
+
     is(ddl_finalize(), DDL_OK, "finalize");
     is(ddl_finalize(), DDL_ERR_NOT_INITIALIZED, "second finalize");
     is(ddl_init(), DDL_OK, "init again after finalize");
