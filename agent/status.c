@@ -80,7 +80,9 @@ static int query(const char *path, int json, int first)
         return -1;
     }
     ddl_msg_t req = {.type = DDL_MSG_STATUS_REQ};
-    if (ddl_proto_send(fd, &req) < 0) {
+    /* A refusing agent answers and closes at once, so the request may not
+     * go through: read the answer all the same. */
+    if (ddl_proto_send(fd, &req) < 0 && errno != EPIPE && errno != ECONNRESET) {
         ddl_error("cannot send to %s: %m", path);
         close(fd);
         return -1;

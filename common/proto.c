@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "proto.h"
@@ -436,13 +437,32 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
 
 /* ---------------------------------------------------------------- blocking I/O */
 
+/* send_full: like ddl_write_full, but a peer that closed the socket is
+ * EPIPE, never SIGPIPE: libddl must not touch the application's signals. */
+static int send_full(int fd, const uint8_t *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == ENOTSOCK)
+                return ddl_write_full(fd, p, len);
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
 int ddl_proto_send(int fd, const ddl_msg_t *msg)
 {
     uint8_t *frame;
     size_t len;
     if (ddl_proto_encode(msg, &frame, &len) < 0)
         return -1;
-    int rc = ddl_write_full(fd, frame, len);
+    int rc = send_full(fd, frame, len);
     int saved = errno;
     free(frame);
     errno = saved;

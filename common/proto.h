@@ -122,7 +122,8 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len);
 ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_error_t *err);
 
 /* ddl_proto_send: encode msg and write it whole to a blocking fd.  -1 with
- * errno on encode or write failure. */
+ * errno on encode or write failure; a closed peer socket is EPIPE, never a
+ * SIGPIPE. */
 int ddl_proto_send(int fd, const ddl_msg_t *msg);
 
 /* ddl_proto_recv: read one frame from fd, waiting at most timeout_ms

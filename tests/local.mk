@@ -34,4 +34,4 @@ INTEGRATION_TESTS = \
     tests/integration/t0005-fmnist.t \
     tests/integration/t0007-nonblocking.t
 TESTS += $(INTEGRATION_TESTS)
-EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md
+EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp
