@@ -2,6 +2,7 @@
  *
  *   ddl-agent serve --socket PATH --step ID --size N [--ready-fd FD] [--parent PID]
  *   ddl-agent status [--socket PATH] [--json]
+ *   ddl-agent topo [--input FILE.xml] [--ranks N] [--gpus LIST] [--cpus LIST] [--json]
  *
  * `serve` is started by ddlrun (and later by ddl-launch under Slurm), once
  * per node per step; `status` is for people and scripts on a compute node.
@@ -17,19 +18,24 @@
 #include "agent.h"
 #include "ddl_version.h"
 #include "log.h"
+#include "topo_cmd.h"
 #include "util.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ddl-agent status [--socket PATH] [--json]\n"
+            "%s"
             "       ddl-agent serve --socket PATH --step ID --size N [--ready-fd FD] "
             "[--parent PID]\n"
             "       ddl-agent --version | --help\n"
             "\n"
             "status   show the ddl steps running on this node: each rank's state, supervisor\n"
             "         and worker pids, and exit status (--json for scripts)\n"
-            "serve    run the agent of one step (started by ddlrun or ddl-launch)\n");
+            "topo     show this node's GPUs, NICs and cores, and where ddl would place N\n"
+            "         local ranks ('ddl-agent topo --help' for its options)\n"
+            "serve    run the agent of one step (started by ddlrun or ddl-launch)\n",
+            ddl_agent_topo_usage);
 }
 
 static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -133,6 +139,8 @@ int main(int argc, char **argv)
         return cmd_status(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0)
         return cmd_serve(argc - 1, argv + 1);
+    if (strcmp(cmd, "topo") == 0)
+        return ddl_agent_topo_main(argc - 1, argv + 1);
     if (strcmp(cmd, "--version") == 0) {
         printf("ddl-agent %s\n", DDL_VERSION_STRING);
         return 0;
@@ -141,7 +149,7 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "ddl-agent: unknown command '%s' (expected status or serve)\n"
+    fprintf(stderr, "ddl-agent: unknown command '%s' (expected status, topo or serve)\n"
                     "Try 'ddl-agent --help'.\n", cmd);
     return 2;
 }

@@ -4,5 +4,8 @@ common_libddlcommon_la_SOURCES = \
     common/log.c common/log.h \
     common/util.c common/util.h \
     common/proto.c common/proto.h \
-    common/sock.c common/sock.h
+    common/sock.c common/sock.h \
+    common/topo.c common/topo.h
+common_libddlcommon_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
+common_libddlcommon_la_LIBADD = $(HWLOC_LIBS)
 EXTRA_DIST += common/README.md

@@ -29,6 +29,7 @@
 #include "ddl_version.h"
 #include "ddlrun.h"
 #include "log.h"
+#include "topo.h"
 
 typedef struct {
     int fd;
@@ -55,6 +56,7 @@ typedef struct {
     int first_failed; /* rank, -1 none */
     int interrupted;  /* signal that interrupted ddlrun, 0 none */
     int agent_died;
+    ddl_topo_env_t *bind; /* per rank: CPU mask and variables; NULL: leave them alone */
 } run_t;
 
 /* stop_ranks: a catchable signal goes to each rank's ddl-launch only, which
@@ -249,6 +251,11 @@ static int start_rank(run_t *r, int rank, int master_port)
             dup2(pipes[1][1], STDERR_FILENO);
         }
         set_rank_env(r, rank, master_port);
+        if (r->bind) {
+            ddl_error_t err;
+            if (ddl_topo_env_apply(&r->bind[rank], &err) < 0)
+                ddl_warn("rank %d: %s; it runs with the rest of its placement", rank, err.text);
+        }
         char **argv = calloc((size_t)r->o.prog_argc + 3, sizeof *argv);
         if (!argv)
             _exit(1);
@@ -497,6 +504,139 @@ static int exit_code(run_t *r)
     return 0;
 }
 
+/* ---------------------------------------------------------------- placement */
+
+/* report_kept: say once per variable that a value already in the
+ * environment wins over ddl's choice. */
+static void report_kept(run_t *r)
+{
+    char seen[DDL_TOPO_ENV_MAX * 2][32];
+    int nseen = 0;
+    for (int i = 0; i < r->o.np; i++)
+        for (int v = 0; v < r->bind[i].nvars; v++) {
+            const ddl_topo_var_t *var = &r->bind[i].vars[v];
+            int k;
+            if (!var->kept)
+                continue;
+            for (k = 0; k < nseen && strcmp(seen[k], var->name) != 0; k++)
+                ;
+            if (k < nseen || nseen == (int)(sizeof seen / sizeof seen[0]))
+                continue;
+            snprintf(seen[nseen++], sizeof seen[0], "%s", var->name);
+            ddl_info("%s=%s is set: kept for every rank (ddl would give rank %d %s=%s)",
+                     var->name, getenv(var->name) ? getenv(var->name) : "", i, var->name,
+                     var->value);
+        }
+}
+
+/* plan_binding: the topology work, done once here for all ranks: each
+ * rank's GPU, nearest NIC and cores (--bind auto, or the CPU lists of
+ * --bind LIST), kept as a CPU mask and variables that start_rank applies in
+ * the rank's child before exec; sched_setaffinity() and the environment
+ * carry over to ddl-launch and the worker.  Returns 0, also when the
+ * topology cannot be read (the ranks then run unbound, with a warning), or
+ * 2 when --bind LIST does not fit this machine. */
+static int plan_binding(run_t *r)
+{
+    ddl_error_t err;
+    ddl_topo_t *t = NULL;
+    ddl_topo_grant_t *grant = NULL;
+    ddl_topo_map_t *m = NULL;
+    char *list = NULL;
+    int rc = 0;
+
+    if (r->o.bind == DDLRUN_BIND_NONE)
+        return 0;
+    t = ddl_topo_load(NULL, &err);
+    grant = calloc(1, sizeof *grant);
+    if (!t || !grant) {
+        ddl_warn("%s; the ranks run unbound (--bind none skips the topology)",
+                 t ? "out of memory" : err.text);
+        goto out;
+    }
+    if (ddl_topo_grant_from_env(t, grant, &err) < 0) {
+        ddl_warn("%s; ranks are bound to cores only and keep the GPU variables", err.text);
+        snprintf(grant->source, sizeof grant->source, "no usable GPU grant");
+        grant->n = 0;
+    }
+    m = ddl_topo_assign(t, r->o.np, NULL, grant, &err);
+    if (!m) {
+        ddl_warn("%s; the ranks run unbound", err.text);
+        goto out;
+    }
+    if (r->o.bind == DDLRUN_BIND_LIST) {
+        int n = 1;
+        list = strdup(r->o.bind_list);
+        if (!list) {
+            ddl_error("out of memory");
+            rc = 1;
+            goto out;
+        }
+        for (char *p = list; (p = strchr(p, ':')); p++)
+            n++;
+        char **entries = calloc((size_t)n, sizeof *entries);
+        if (!entries) {
+            ddl_error("out of memory");
+            rc = 1;
+            goto out;
+        }
+        char *save = NULL;
+        int k = 0;
+        for (char *e = strtok_r(list, ":", &save); e && k < n; e = strtok_r(NULL, ":", &save))
+            entries[k++] = e;
+        for (int i = 0; i < r->o.np && rc == 0; i++)
+            if (ddl_topo_map_set_cpus(t, m, i, entries[i % k], &err) < 0) {
+                ddl_error("--bind: %s", err.text);
+                rc = 2;
+            }
+        free(entries);
+        if (rc)
+            goto out;
+    }
+    for (int i = 0; i < m->nnotes; i++)
+        ddl_debug("placement: %s", m->notes[i]);
+    r->bind = calloc((size_t)r->o.np, sizeof *r->bind);
+    if (!r->bind) {
+        ddl_warn("out of memory for the placement of %d ranks; the ranks run unbound", r->o.np);
+        goto out;
+    }
+    for (int i = 0; i < r->o.np; i++) {
+        const ddl_topo_rank_t *rk = &m->ranks[i];
+        if (ddl_topo_rank_env(t, m, i, &r->bind[i], &err) < 0) {
+            ddl_warn("%s; the ranks run unbound", err.text);
+            for (int j = 0; j <= i; j++)
+                ddl_topo_env_clear(&r->bind[j]);
+            free(r->bind);
+            r->bind = NULL;
+            goto out;
+        }
+        if (r->bind[i].note[0])
+            ddl_debug("placement: %s", r->bind[i].note);
+        ddl_debug("rank %d: GPU %s, NIC %s (%s), NUMA node %d, cores %s%s, PUs %s", i,
+                  rk->gpu >= 0 ? ddl_topo_gpu(t, rk->gpu)->busid : "none",
+                  rk->nic >= 0 ? ddl_topo_nic(t, rk->nic)->name : "none",
+                  rk->nic >= 0 ? ddl_topo_rel_str(rk->nic_rel) : "-", rk->numa, rk->cores,
+                  rk->shared ? " (shared)" : "", rk->pus);
+    }
+    report_kept(r);
+out:
+    free(list);
+    free(grant);
+    ddl_topo_map_free(m);
+    ddl_topo_free(t);
+    return rc;
+}
+
+static void free_binding(run_t *r)
+{
+    if (!r->bind)
+        return;
+    for (int i = 0; i < r->o.np; i++)
+        ddl_topo_env_clear(&r->bind[i]);
+    free(r->bind);
+    r->bind = NULL;
+}
+
 int main(int argc, char **argv)
 {
     run_t r = {.first_failed = -1, .sfd = -1};
@@ -538,12 +678,16 @@ int main(int argc, char **argv)
         ddl_error("%s", err.text);
         return 1;
     }
+    int brc = plan_binding(&r);
+    if (brc)
+        return brc;
     snprintf(r.step, sizeof r.step, "local-%d", (int)getpid());
     snprintf(r.sock, sizeof r.sock, "%s/%s.sock", dir, r.step);
 
     r.ranks = calloc((size_t)r.o.np, sizeof *r.ranks);
     if (!r.ranks) {
         ddl_error("out of memory for %d ranks", r.o.np);
+        free_binding(&r);
         return 1;
     }
     for (int i = 0; i < r.o.np; i++)
@@ -585,6 +729,7 @@ int main(int argc, char **argv)
         for (int s = 0; s < 2; s++)
             free(r.ranks[i].out[s].buf);
     free(r.ranks);
+    free_binding(&r);
     close(r.sfd);
     return code;
 }

@@ -8,11 +8,19 @@
 #define DDLRUN_MAX_RANKS 4096
 #define DDLRUN_DEFAULT_GRACE_MS 5000
 
+typedef enum {
+    DDLRUN_BIND_AUTO = 0, /* GPU, NIC and cores from the topology (the default) */
+    DDLRUN_BIND_NONE = 1, /* leave affinity and environment alone */
+    DDLRUN_BIND_LIST = 2, /* explicit CPU lists, one per rank; GPU and NIC as auto */
+} ddlrun_bind_t;
+
 typedef struct {
     int np;          /* -n: number of ranks */
     int label;       /* --label: prefix output lines with "[rank] " */
     long grace_ms;   /* --grace: SIGTERM -> SIGKILL delay */
     int verbose;     /* -v: debug logging */
+    ddlrun_bind_t bind;    /* --bind */
+    const char *bind_list; /* --bind LIST: "0-3:4-7", rank i takes entry i mod count */
     int prog_argc;   /* the program and its arguments */
     char **prog_argv; /* points into the argv given to the parser */
 } ddlrun_opts_t;

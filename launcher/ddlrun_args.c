@@ -4,9 +4,11 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ddlrun.h"
+#include "topo.h"
 
 const char ddlrun_usage[] =
     "usage: ddlrun -n N [options] [--] PROG [ARGS...]\n"
@@ -17,6 +19,9 @@ const char ddlrun_usage[] =
     "  -n, --np N         number of ranks (1-4096), required\n"
     "  -l, --label        prefix every output line with \"[RANK] \"\n"
     "      --grace SECS   after SIGTERM, wait this long before SIGKILL (0-600, default 5)\n"
+    "      --bind HOW     auto (default): each rank gets its GPU, nearest NIC and cores;\n"
+    "                     none: change nothing; LIST: CPU lists separated by ':', one per\n"
+    "                     rank in turn (e.g. 0-3:4-7), GPU and NIC as with auto\n"
     "  -v, --verbose      debug messages from ddlrun, ddl-launch and the agent\n"
     "  -h, --help         this text\n"
     "  -V, --version      print the version\n"
@@ -25,11 +30,42 @@ const char ddlrun_usage[] =
     "DDL_NNODES, DDL_GENERATION, DDL_GRACE_MS, DDL_AGENT_SOCK, DDL_STEP_ID and the\n"
     "PyTorch variables RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK,\n"
     "MASTER_ADDR and MASTER_PORT (a MASTER_ADDR or MASTER_PORT already set is kept).\n"
-    "Ranks read /dev/null as standard input.\n"
+    "Ranks read /dev/null as standard input.  With --bind auto or LIST each rank is\n"
+    "bound to its cores and gets CUDA_VISIBLE_DEVICES, UCX_NET_DEVICES, NCCL_IB_HCA or\n"
+    "NCCL_SOCKET_IFNAME and OMP_NUM_THREADS; a variable already set is kept, except\n"
+    "CUDA_VISIBLE_DEVICES, narrowed to the rank's GPU (see 'ddl-agent topo').\n"
     "\n"
     "Exit status: 0 if every rank exited 0; else the first failed rank's exit status,\n"
     "or 128+N if it was killed by signal N; 128+N if ddlrun was interrupted by\n"
     "signal N; 2 for bad usage; 127 if PROG cannot be found; 1 if ddl itself failed.\n";
+
+/* parse_bind: --bind auto|none|LIST, LIST being CPU lists separated by ':'. */
+static int parse_bind(const char *arg, ddlrun_opts_t *o, ddl_error_t *err)
+{
+    ddl_error_t e2;
+    if (strcmp(arg, "auto") == 0 || strcmp(arg, "none") == 0) {
+        o->bind = arg[0] == 'a' ? DDLRUN_BIND_AUTO : DDLRUN_BIND_NONE;
+        o->bind_list = NULL;
+        return 0;
+    }
+    for (const char *p = arg;;) {
+        const char *c = strchr(p, ':');
+        char *entry = strndup(p, c ? (size_t)(c - p) : strlen(p));
+        if (!entry)
+            return ddl_errprintf(err, "--bind: out of memory");
+        int rc = ddl_topo_cpulist_check(entry, &e2);
+        free(entry);
+        if (rc < 0)
+            return ddl_errprintf(err, "--bind: '%s' is not auto, none or CPU lists separated by "
+                                 "':' (like 0-3:4-7): %s", arg, e2.text);
+        if (!c)
+            break;
+        p = c + 1;
+    }
+    o->bind = DDLRUN_BIND_LIST;
+    o->bind_list = arg;
+    return 0;
+}
 
 ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
                                        ddl_error_t *err)
@@ -38,6 +74,7 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
         {"np", required_argument, NULL, 'n'},
         {"label", no_argument, NULL, 'l'},
         {"grace", required_argument, NULL, 'g'},
+        {"bind", required_argument, NULL, 'b'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -70,6 +107,10 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
             break;
         case 'v':
             o->verbose = 1;
+            break;
+        case 'b':
+            if (parse_bind(optarg, o, err) < 0)
+                return DDLRUN_ARGS_ERROR;
             break;
         case 'h':
             return DDLRUN_ARGS_HELP;

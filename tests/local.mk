@@ -35,3 +35,20 @@ INTEGRATION_TESTS = \
     tests/integration/t0007-nonblocking.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp
+
+# Topology and placement: unit test over real machines' hwloc XML exports
+# (tests/data/topologies) and the integration test of `ddl-agent topo` and
+# `ddlrun --bind`.
+check_PROGRAMS += tests/unit/t_topo
+TESTS += tests/unit/t_topo
+tests_unit_t_topo_SOURCES = tests/unit/t_topo.c tests/tap.h
+tests_unit_t_topo_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
+tests_unit_t_topo_CPPFLAGS = $(AM_CPPFLAGS) -DDDL_TOP_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_t_topo_LDADD = common/libddlcommon.la $(HWLOC_LIBS)
+INTEGRATION_TESTS += tests/integration/t0006-topo.t
+EXTRA_DIST += tests/data/topologies/README.md \
+              tests/data/topologies/coral-lassen.xml \
+              tests/data/topologies/eas-tioga.xml \
+              tests/data/topologies/epyc-corona-p2.xml \
+              tests/data/topologies/g4dnmetal.xml \
+              tests/data/topologies/nvidiaDGX2.xml

@@ -38,6 +38,19 @@ int main(void)
     is_str(o.prog_argv[1], "--epochs", "the program's own options are left alone");
     is(o.grace_ms, DDLRUN_DEFAULT_GRACE_MS, "grace defaults to 5 s");
     ok(!o.label && !o.verbose, "label and verbose are off by default");
+    ok(o.bind == DDLRUN_BIND_AUTO && o.bind_list == NULL, "--bind defaults to auto");
+
+    v = ARGV("--bind", "none", "-n", "2", "prog");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.bind == DDLRUN_BIND_NONE, "--bind none");
+    v = ARGV("--bind=none", "--bind", "auto", "-n", "2", "prog");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.bind == DDLRUN_BIND_AUTO,
+       "--bind auto after --bind=none: the last one wins");
+    v = ARGV("--bind", "0-3,8:4-7,9", "-n", "2", "prog");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.bind == DDLRUN_BIND_LIST &&
+           strcmp(o.bind_list, "0-3,8:4-7,9") == 0, "--bind 0-3,8:4-7,9 is a list of CPU lists");
+    v = ARGV("--bind", "5", "-n", "2", "prog");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.bind == DDLRUN_BIND_LIST, "--bind 5: one list");
+    ok(strstr(ddlrun_usage, "--bind HOW") != NULL, "usage text documents --bind");
 
     v = ARGV("--np=2", "--label", "--grace", "0.5", "-v", "--", "prog", "-n", "9");
     ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN, "long options and -- parse");
@@ -79,6 +92,12 @@ int main(void)
         {{"-x", "-n", "1", "prog"}, "unknown option '-x'"},
         {{"--bogus", "-n", "1", "prog"}, "unknown option '--bogus'"},
         {{"-n", "2", ""}, "no program given"},
+        {{"--bind", "some", "-n", "1", "prog"}, "--bind: 'some' is not auto, none or CPU lists"},
+        {{"--bind", "0-3:", "-n", "1", "prog"}, "--bind: '0-3:' is not"},
+        {{"--bind", ":1", "-n", "1", "prog"}, "empty CPU list"},
+        {{"--bind", "3-1", "-n", "1", "prog"}, "'3-1' is not a CPU list"},
+        {{"--bind", "0,70000", "-n", "1", "prog"}, "numbers below 65536"},
+        {{"-n", "1", "--bind"}, "--bind: missing value"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *argv[8] = {"ddlrun", NULL, NULL, NULL, NULL, NULL, NULL, NULL};
