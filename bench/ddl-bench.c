@@ -5,7 +5,8 @@
  * For each size: warm-up iterations, then timed ones; the slowest rank's
  * average time is reported with algbw/busbw (see bench_common.h).  -a sets
  * DDL_ALLREDUCE_ALGO before ddl_init.  The same table comes from
- * mpi-bench (Open MPI) for side-by-side comparisons.
+ * mpi-bench (Open MPI) for side-by-side comparisons.  Exit status 1 if any
+ * result was wrong (with -c 1).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,15 +49,18 @@ int main(int argc, char **argv)
     size_t es = (size_t)bench_type_size(o.type);
     ddl_dtype_t dt = dtype_of(o.type);
     ddl_op_t op = op_of(o.op);
-    int is_bcast = !strcmp(o.coll, "bcast");
+    int is_bcast = !strcmp(o.coll, "bcast"), failed = 0;
     char *src = malloc(o.max_bytes + es), *dst = malloc(o.max_bytes + es);
     if (!src || !dst) {
         fprintf(stderr, "ddl-bench: cannot allocate 2 x %zu bytes\n", o.max_bytes);
         return 1;
     }
     memset(dst, 0, o.max_bytes + es);
+    const char *algo = getenv("DDL_ALLREDUCE_ALGO");
+    char algo_text[64];
+    snprintf(algo_text, sizeof algo_text, "algo %s", algo && *algo ? algo : "auto");
     if (rank == 0)
-        bench_header("ddl-bench", &o, n, o.algo ? o.algo : "algo auto");
+        bench_header("ddl-bench", &o, n, algo_text);
     for (size_t bytes = o.min_bytes / es * es; bytes <= o.max_bytes;
          bytes = bench_next(bytes, &o, es)) {
         size_t count = bytes / es;
@@ -90,6 +94,8 @@ int main(int argc, char **argv)
         }
         if (rank == 0)
             bench_row(&o, bytes, count, avg, n, (long)wrong);
+        if (wrong)
+            failed = 1;
         if (bytes == 0 && o.max_bytes == 0)
             break;
     }
@@ -97,5 +103,5 @@ int main(int argc, char **argv)
     free(dst);
     if ((st = ddl_finalize()) != DDL_OK)
         die("ddl_finalize", st);
-    return 0;
+    return failed; /* wrong results make the benchmark fail */
 }

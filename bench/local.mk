@@ -1,5 +1,5 @@
 # bench/: ddl-bench (libddl) and mpi-bench (its Open MPI peer, built only
-# when configure finds mpicc), printing the same nccl-tests style table.
+# when configure finds Open MPI with pkg-config), printing the same table.
 bin_PROGRAMS += bench/ddl-bench
 bench_ddl_bench_SOURCES = bench/ddl-bench.c bench/bench_common.h
 bench_ddl_bench_LDADD = collectives/libddl.la

@@ -4,7 +4,8 @@
  *
  *   mpirun -n 4 --oversubscribe bench/mpi-bench allreduce -b 8 -e 64M
  *
- * Built only when configure finds mpicc.
+ * Built only when configure finds Open MPI (pkg-config ompi-c, from
+ * libopenmpi-dev).  Exit status 1 if any result was wrong (with -c 1).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -43,7 +44,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     size_t es = (size_t)bench_type_size(o.type);
-    int is_bcast = !strcmp(o.coll, "bcast");
+    int is_bcast = !strcmp(o.coll, "bcast"), failed = 0;
     char *src = malloc(o.max_bytes + es), *dst = malloc(o.max_bytes + es);
     if (!src || !dst) {
         fprintf(stderr, "mpi-bench: cannot allocate 2 x %zu bytes\n", o.max_bytes);
@@ -90,9 +91,11 @@ int main(int argc, char **argv)
         MPI_Allreduce(&wrong, &all_wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
         if (rank == 0)
             bench_row(&o, bytes, count, worst, n, all_wrong);
+        if (all_wrong)
+            failed = 1;
     }
     free(src);
     free(dst);
     MPI_Finalize();
-    return 0;
+    return failed;
 }

@@ -8,7 +8,8 @@
 # 64 MiB); then ucx_perftest tag latency (8 B) and bandwidth (16 MiB) between
 # two processes over the same path (loopback shared memory; UCX_TLS is
 # honoured by all three).  Open MPI runs with --oversubscribe (and
-# --allow-run-as-root as root).  Iterations: -n 50 -w 10 (-n 20 for >= 1 MiB).
+# --allow-run-as-root as root).  Iterations: -n 200 -w 20 up to 512 KiB,
+# -n 20 -w 3 from 1 MiB.
 set -eu
 build=${1:?usage: run-compare.sh BUILDDIR [NRANKS...]}
 shift

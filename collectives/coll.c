@@ -10,14 +10,22 @@
 
 #include "ddl_int.h"
 
+int ddl_is_aborted(ddl_comm_t *comm)
+{
+    return atomic_load_explicit(&comm->aborted, memory_order_acquire) ||
+           atomic_load_explicit(&ddl_ctx.world.aborted, memory_order_acquire);
+}
+
 ddl_status_t ddl_comm_check_abort(ddl_comm_t *comm)
 {
-    int a = atomic_load_explicit(&comm->aborted, memory_order_acquire);
-    if (!a)
+    if (!ddl_is_aborted(comm))
         return DDL_OK;
-    while (a == 2) /* the aborting thread is still writing the reason */
-        a = atomic_load_explicit(&comm->aborted, memory_order_acquire);
-    return ddl_fail(DDL_ERR_ABORTED, "communicator aborted: %s", comm->abort_reason);
+    /* the world's abort covers every communicator */
+    ddl_comm_t *c = atomic_load_explicit(&comm->aborted, memory_order_acquire) ? comm
+                                                                              : &ddl_ctx.world;
+    while (atomic_load_explicit(&c->aborted, memory_order_acquire) == 2)
+        ; /* the aborting thread is still writing the reason */
+    return ddl_fail(DDL_ERR_ABORTED, "communicator aborted: %s", c->abort_reason);
 }
 
 const char *ddl_opkind_str(ddl_opkind_t k)
@@ -265,5 +273,8 @@ ddl_status_t ddl_comm_abort(ddl_comm_t *comm, const char *reason)
                  reason && *reason ? reason : "no reason given");
         atomic_store_explicit(&comm->aborted, 1, memory_order_release);
     }
+    /* the running operation sees the flag in its wait loop; queued ones
+     * must not wait for it to finish */
+    ddl_engine_abort_queued(comm);
     return DDL_OK;
 }

@@ -25,6 +25,7 @@ static ddl_status_t comm_init(ddl_comm_t *c, const int *world, int n, uint16_t i
             c->rank = i;
     c->id = id;
     atomic_init(&c->aborted, 0);
+    atomic_init(&c->pending, 0);
     return DDL_OK;
 }
 
@@ -113,7 +114,8 @@ ddl_status_t ddl_comm_split(ddl_comm_t *comm, int color, int key, ddl_comm_t **n
         if (all[i].next_id > id)
             id = all[i].next_id;
     if (id > 0xffff) {
-        st = ddl_fail(DDL_ERR_NOMEM, "too many communicators (%d): free some", id);
+        st = ddl_fail(DDL_ERR_NOMEM, "communicator ids exhausted: %d were created (ids are "
+                      "not reused)", id);
         goto out;
     }
     ddl_ctx.next_comm_id = (uint32_t)id + 1;
@@ -152,6 +154,10 @@ ddl_status_t ddl_comm_free(ddl_comm_t *comm)
 {
     if (!comm || is_builtin(comm))
         return DDL_OK;
+    int n = atomic_load(&comm->pending);
+    if (n > 0)
+        return ddl_fail(DDL_ERR_INVALID, "communicator has %d operation%s pending: wait for "
+                        "them (or abort it) before freeing it", n, n == 1 ? "" : "s");
     free(comm->world_ranks);
     free(comm);
     return DDL_OK;

@@ -19,6 +19,7 @@ struct ddl_comm {
     int *world_ranks;  /* comm rank -> world rank; NULL means identity */
     atomic_int aborted;      /* set by ddl_comm_abort(), from any thread */
     char abort_reason[160];  /* written once, before aborted is set */
+    atomic_int pending;      /* queued or running requests on this comm */
 };
 
 /* One collective, as posted: what the engine (or the inline path) runs. */
@@ -143,7 +144,14 @@ ddl_status_t ddl_execute(const ddl_opdesc_t *d);
 ddl_status_t ddl_engine_post(const ddl_opdesc_t *d, ddl_request_t **req);
 /* ddl_engine_stop: finish queued requests and join the thread. */
 void ddl_engine_stop(void);
-/* ddl_comm_check_abort: DDL_ERR_ABORTED with the reason if comm is aborted. */
+/* ddl_engine_abort_queued: complete every queued (not yet running) request
+ * on comm (on every communicator if comm is the world) with
+ * DDL_ERR_ABORTED. */
+void ddl_engine_abort_queued(ddl_comm_t *comm);
+/* ddl_is_aborted: comm, or the world it belongs to, was aborted. */
+int ddl_is_aborted(ddl_comm_t *comm);
+/* ddl_comm_check_abort: DDL_ERR_ABORTED with the reason if comm or the
+ * world is aborted. */
 ddl_status_t ddl_comm_check_abort(ddl_comm_t *comm);
 
 /* ---- reductions (reduce.c) ---- */

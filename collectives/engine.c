@@ -25,6 +25,7 @@ static void complete(ddl_request_t *r, ddl_status_t st)
     r->status = st;
     if (st != DDL_OK)
         snprintf(r->err, sizeof r->err, "%s", ddl_last_error());
+    atomic_fetch_sub(&r->d.comm->pending, 1);
     atomic_store_explicit(&r->done, 1, memory_order_release);
 }
 
@@ -77,6 +78,32 @@ static ddl_status_t engine_start(void)
     return DDL_OK;
 }
 
+void ddl_engine_abort_queued(ddl_comm_t *comm)
+{
+    if (!ENG.started)
+        return;
+    int all = comm == &ddl_ctx.world;
+    pthread_mutex_lock(&ENG.mu);
+    /* the head is running: its wait loop sees the flag; unlink the rest */
+    for (ddl_request_t *prev = ENG.head, *r = prev ? prev->next : NULL; r;) {
+        ddl_request_t *next = r->next;
+        if (all || r->d.comm == comm) {
+            prev->next = next;
+            if (ENG.tail == r)
+                ENG.tail = prev;
+            ddl_comm_check_abort(r->d.comm); /* sets this thread's error text */
+            complete(r, DDL_ERR_ABORTED);
+            if (r->detached)
+                free(r);
+        } else {
+            prev = r;
+        }
+        r = next;
+    }
+    pthread_cond_broadcast(&ENG.done);
+    pthread_mutex_unlock(&ENG.mu);
+}
+
 ddl_status_t ddl_engine_post(const ddl_opdesc_t *d, ddl_request_t **req)
 {
     ddl_status_t st;
@@ -89,6 +116,7 @@ ddl_status_t ddl_engine_post(const ddl_opdesc_t *d, ddl_request_t **req)
     }
     r->d = *d;
     atomic_init(&r->done, 0);
+    atomic_fetch_add(&d->comm->pending, 1);
     pthread_mutex_lock(&ENG.mu);
     if (ENG.tail)
         ENG.tail->next = r;

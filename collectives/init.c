@@ -184,6 +184,7 @@ ddl_status_t ddl_init(void)
     ddl_ctx.world = (ddl_comm_t){.rank = ddl_ctx.rank, .size = ddl_ctx.size,
                                  .id = DDL_COMM_ID_WORLD};
     atomic_init(&ddl_ctx.world.aborted, 0);
+    atomic_init(&ddl_ctx.world.pending, 0);
     if (ddl_ctx.size == 1) { /* no exchange: the node and cross comms are the world */
         int zero = 0;
         if ((st = ddl_comms_build(&zero, &zero)) != DDL_OK) {

@@ -1,13 +1,13 @@
 /* select.c: choosing the allreduce algorithm per call.
  *
  * DDL_ALLREDUCE_ALGO=ring|rd|auto overrides.  Otherwise an alpha-beta-gamma
- * model for p ranks and n bytes (research/collectives.md, section 6):
+ * model for p ranks and n bytes (the shared design notes' cost models):
  *   recursive doubling: log2(p) * (alpha + n*beta + n*gamma)
  *   ring:               2(p-1) * alpha + 2(p-1)/p * n*beta + (p-1)/p * n*gamma
- * with alpha, beta, gamma for shared memory on one node (DDL_ALPHA_US,
- * DDL_BETA_NS_PER_KB... are not exposed: the defaults below were measured on
- * the development machine with ddl-bench, see docs/benchmarks.md).  The
- * choice is logged at debug level once per (size class, algorithm) change.
+ * with fixed alpha, beta, gamma of the order that ddl-bench and ucx_perftest
+ * measure for shared memory on the development machine (docs/benchmarks.md);
+ * measuring them per communicator is future work.  The choice is logged at
+ * debug level whenever it differs from the previous call's.
  */
 #include "config.h"
 

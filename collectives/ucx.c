@@ -99,8 +99,9 @@ static ucp_ep_h get_ep(int world_peer, ddl_status_t *st)
         .address = (const ucp_address_t *)(ddl_ctx.peer_addrs + ddl_ctx.peer_off[world_peer]),
         /* Not UCP_ERR_HANDLING_MODE_PEER: in UCX 1.13 no shared-memory
          * transport supports it, so it would push every transfer inside a
-         * node onto TCP (measured: 4x slower).  Peer failures reach libddl
-         * as an abort from the agent instead. */
+         * node onto TCP (measured: 4x slower).  So UCX does not report a
+         * dead peer: the supervisor must abort the communicator (ddlrun
+         * stops the whole job; agent-driven aborts come with issue 6). */
         .err_mode = UCP_ERR_HANDLING_MODE_NONE,
         .err_handler = {.cb = ep_error_cb, .arg = (void *)(intptr_t)world_peer},
     };
@@ -189,7 +190,7 @@ ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n)
         }
         if (!pending)
             return result;
-        if (result == DDL_OK && atomic_load_explicit(&comm->aborted, memory_order_acquire))
+        if (result == DDL_OK && ddl_is_aborted(comm))
             result = ddl_comm_check_abort(comm);
         if (result == DDL_OK && ddl_ctx.failed_peer >= 0)
             result = ddl_fail(DDL_ERR_PEER, "connection to rank %d failed: %s",

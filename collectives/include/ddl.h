@@ -2,9 +2,15 @@
  *
  * A training program links libddl (pkg-config ddl), calls ddl_init() once,
  * then collectives on the world communicator, then ddl_finalize().  Started
- * by `ddlrun -n N` or `srun --ddl`, the ranks find each other through the
- * node's ddl-agent (the DDL_* environment says where); started alone, the
- * program is a world of one rank and needs no agent.
+ * by `ddlrun -n N`, the ranks find each other through the node's ddl-agent
+ * (the DDL_* environment says where); started alone, the program is a world
+ * of one rank and needs no agent.
+ *
+ * Failures: libddl does not detect a peer that dies in the middle of a job
+ * by itself (UCX's peer-failure mode has no shared-memory transport); a
+ * collective waiting for a dead peer waits until its communicator is
+ * aborted.  The supervisor handles it: ddlrun stops every rank when one
+ * fails.
  *
  * Threads: unless a function says otherwise, libddl is not thread-safe.
  * Call ddl_init(), every collective and ddl_finalize() from one thread.
@@ -131,7 +137,8 @@ int ddl_comm_size(const ddl_comm_t *comm);
 
 /* ddl_comm_node / ddl_comm_cross: the ranks on this node (ordered by world
  * rank), and the ranks on every node that have this process's local rank
- * (one per node, ordered by node).  Owned by libddl, valid from ddl_init()
+ * (one per node, ordered by world rank, which is node order when ranks are
+ * numbered node by node, as ddlrun does).  Owned by libddl, valid from ddl_init()
  * to ddl_finalize(); NULL before.  Built from the bootstrap exchange: no
  * communication. */
 ddl_comm_t *ddl_comm_node(void);
@@ -160,8 +167,9 @@ ddl_status_t ddl_comm_free(ddl_comm_t *comm);
  * replicas do not drift.  count may be 0.
  * Returns DDL_OK; DDL_ERR_INVALID (NULL buffer with count > 0, unknown
  * dtype/op); DDL_ERR_UNSUPPORTED (DDL_AVG on an integer type);
- * DDL_ERR_NOMEM; DDL_ERR_TRANSPORT or DDL_ERR_PEER when a peer fails.  On
- * error recvbuf contents are undefined. */
+ * DDL_ERR_NOMEM; DDL_ERR_ABORTED after ddl_comm_abort(); DDL_ERR_TRANSPORT
+ * when UCX reports an error (e.g. a peer that is gone when first contacted).
+ * On error recvbuf contents are undefined. */
 ddl_status_t ddl_allreduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
                            size_t count, ddl_dtype_t dtype, ddl_op_t op);
 
@@ -189,8 +197,10 @@ ddl_status_t ddl_allgather(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
                            size_t sendcount, ddl_dtype_t dtype);
 
 /* ddl_reduce: like ddl_allreduce, but only root's recvbuf receives the
- * result (recvbuf is not touched on other ranks and may be NULL there).
- * Same result bits as ddl_allreduce with the ring algorithm. */
+ * result (recvbuf is not written on other ranks and may be NULL there).
+ * With sendbuf == DDL_IN_PLACE every rank's input is read from its recvbuf,
+ * which then must not be NULL on any rank.  Same result bits as
+ * ddl_allreduce with the ring algorithm. */
 ddl_status_t ddl_reduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                         ddl_dtype_t dtype, ddl_op_t op, int root);
 
@@ -234,15 +244,17 @@ ddl_status_t ddl_wait(ddl_request_t *req, int timeout_ms);
  * then.  Accepts NULL. */
 void ddl_request_free(ddl_request_t *req);
 
-/* ddl_comm_abort: abort comm: every pending and future operation on it
- * completes with DDL_ERR_ABORTED within about a millisecond of this call
- * (well under 1 s), on this rank.  Other ranks learn of it through their own
- * abort (the agent triggers it on every rank of a failed step).  reason
- * (may be NULL) is copied into the error text.  Idempotent; callable from
- * any thread, including while another thread waits.  An aborted
- * communicator stays aborted; an aborted world means the process should
- * call ddl_finalize() and exit or restart.  Returns DDL_OK, or
- * DDL_ERR_INVALID for NULL. */
+/* ddl_comm_abort: abort comm on this rank: the running operation on it
+ * fails with DDL_ERR_ABORTED at its next progress check (measured: a few
+ * milliseconds; tested: under 1 s), queued ones at once, future ones when
+ * posted.  Aborting the world aborts every communicator.  Other ranks are
+ * not told: each rank must abort its own (ddl's fault-tolerance agent will
+ * do this for every rank of a failed step; until then it is up to the
+ * program).  reason (may be NULL) is copied into the error text.
+ * Idempotent; callable from any thread, including while another thread
+ * waits.  An aborted communicator stays aborted; after aborting the world
+ * the process should call ddl_finalize() and exit or restart.  Returns
+ * DDL_OK, or DDL_ERR_INVALID for NULL. */
 ddl_status_t ddl_comm_abort(ddl_comm_t *comm, const char *reason);
 
 #ifdef __cplusplus

@@ -10,6 +10,11 @@
  *                             must fail with DDL_ERR_ABORTED within 1 s
  *   nb-check abort-blocking   a blocking allreduce that cannot complete is
  *                             aborted by a timer thread on every rank
+ *   nb-check abort-queued     an operation queued on communicator B behind a
+ *                             blocked one on the world fails at once when B
+ *                             is aborted; ddl_comm_free refuses B while it
+ *                             has pending operations; aborting the world
+ *                             aborts every communicator
  *
  * Prints "PASS"/"FAIL" lines and exits non-zero on any failure.
  */
@@ -197,6 +202,47 @@ static void abort_blocking(void)
     usleep(1000 * 1000); /* exiting at once would be a peer failure for slower ranks */
 }
 
+static void abort_queued(void)
+{
+    ddl_comm_t *w = ddl_comm_world(), *b = NULL, *c = NULL;
+    ddl_status_t st;
+    expect(ddl_comm_split(w, 0, rank, &b), DDL_OK, "split B");
+    expect(ddl_comm_split(w, 0, rank, &c), DDL_OK, "split C");
+    if (rank == 0 && size > 1) {
+        usleep(800 * 1000); /* never joins the world operation */
+        ddl_comm_abort(w, "rank 0 aborts the world");
+        usleep(1500 * 1000);
+    } else if (size > 1) {
+        double x = 1, y = 2;
+        ddl_request_t *rw, *rb;
+        expect(ddl_iallreduce(w, DDL_IN_PLACE, &x, 1, DDL_FLOAT64, DDL_SUM, &rw), DDL_OK,
+               "world operation posted (it cannot complete)");
+        expect(ddl_iallreduce(b, DDL_IN_PLACE, &y, 1, DDL_FLOAT64, DDL_SUM, &rb), DDL_OK,
+               "operation on B queued behind it");
+        expect(ddl_comm_free(b), DDL_ERR_INVALID, "ddl_comm_free(B) refuses while B has work");
+        usleep(100 * 1000);
+        double t0 = now_ms();
+        ddl_comm_abort(b, "abort B only");
+        st = ddl_wait(rb, 2000);
+        double latency = now_ms() - t0;
+        expect(st, DDL_ERR_ABORTED, "the queued operation on B fails with ABORTED");
+        printf("rank %d: abort latency %.1f ms\n", rank, latency);
+        check(latency < 100, "... at once, although the world operation still blocks");
+        check(ddl_test(rw) == DDL_INPROGRESS, "the world operation is still running");
+        ddl_request_free(rb);
+        expect(ddl_comm_free(b), DDL_OK, "ddl_comm_free(B) once its work is done");
+        b = NULL;
+        ddl_comm_abort(w, "abort the world");
+        expect(ddl_wait(rw, 2000), DDL_ERR_ABORTED, "the world operation fails with ABORTED");
+        ddl_request_free(rw);
+        expect(ddl_allreduce(c, DDL_IN_PLACE, &y, 1, DDL_FLOAT64, DDL_SUM), DDL_ERR_ABORTED,
+               "after a world abort, communicator C is aborted too");
+        usleep(1000 * 1000);
+    }
+    ddl_comm_free(b);
+    ddl_comm_free(c);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -213,8 +259,10 @@ int main(int argc, char **argv)
         abort_pending();
     else if (strcmp(mode, "abort-blocking") == 0)
         abort_blocking();
+    else if (strcmp(mode, "abort-queued") == 0)
+        abort_queued();
     else {
-        fprintf(stderr, "usage: nb-check overlap|abort-pending|abort-blocking\n");
+        fprintf(stderr, "usage: nb-check overlap|abort-pending|abort-blocking|abort-queued\n");
         return 2;
     }
     st = ddl_finalize();

@@ -1,9 +1,11 @@
 #!/bin/sh
 # t0001-allreduce: libddl's collectives under `ddlrun -n N` against locally
-# computed references: allreduce (every op on f32, f64, i32, i64, in place and
-# not), bcast and barrier, at 0, 1, 2, 7, 1000, 4097 and 1 Mi + 3 elements,
-# for world sizes 1-6 and 8, with each allreduce algorithm (ring, recursive
-# doubling, and the automatic choice); plus one 64 Mi-element f32 sum.
+# computed references: allreduce (every op on f32, f64, i32, i64, f16, bf16
+# and u8, in place and not), reduce_scatter, allgather, reduce, bcast,
+# barrier, and split/node/cross communicators, at 0, 1, 2, 7, 1000, 4097 and
+# 1 Mi + 3 elements, for world sizes 1-6 and 8, with each allreduce algorithm
+# (ring, recursive doubling, and the automatic choice); plus one 64 Mi-element
+# f32 sum.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 
 "$COLL_CHECK" >"$T_TMP/out" 2>"$T_TMP/err" --sizes 0,1,7,1000

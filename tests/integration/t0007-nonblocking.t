@@ -2,11 +2,13 @@
 # t0007-nonblocking: non-blocking collectives (several in flight while the
 # ranks compute, test/wait, timeouts, early free) and abort: operations
 # pending on several ranks, and a blocking allreduce, all fail with
-# DDL_ERR_ABORTED within 1 s of ddl_comm_abort().
+# DDL_ERR_ABORTED within 1 s of ddl_comm_abort(); an operation queued on an
+# aborted communicator fails at once even behind a blocked one; a world abort
+# covers every communicator; ddl_comm_free refuses a busy communicator.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 NB_CHECK="$top_builddir/tests/helpers/nb-check"
 
-for mode in overlap abort-pending abort-blocking; do
+for mode in overlap abort-pending abort-blocking abort-queued; do
     for n in 1 2 3 4; do
         t_run 120 "$DDLRUN" -n "$n" "$NB_CHECK" "$mode"
         rc=$?
