@@ -20,29 +20,14 @@
 
 #define STATUS_TIMEOUT_MS 5000
 
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            printf("\\%c", ch);
-        else if (ch < 0x20)
-            printf("\\u%04x", ch);
-        else
-            putchar(ch);
-    }
-    putchar('"');
-}
-
 static void print_step(const ddl_msg_t *m, const char *path, int json, int first)
 {
     const typeof(m->u.status) *s = &m->u.status;
     if (json) {
         printf("%s{\"step\": ", first ? "" : ",\n ");
-        json_str(s->step);
+        ddl_json_str(s->step);
         printf(", \"socket\": ");
-        json_str(path);
+        ddl_json_str(path);
         printf(", \"agent_pid\": %d, \"size\": %u, \"generation\": %u, \"ranks\": [", s->agent_pid,
                s->size, s->gen);
         for (uint32_t i = 0; i < s->nranks; i++) {

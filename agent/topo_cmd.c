@@ -105,26 +105,11 @@ static void print_table(table_t *t)
 
 /* ---------------------------------------------------------------- JSON */
 
-static void jstr(const char *s)
-{
-    putchar('"');
-    for (; s && *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            printf("\\%c", ch);
-        else if (ch < 0x20)
-            printf("\\u%04x", ch);
-        else
-            putchar(ch);
-    }
-    putchar('"');
-}
-
 /* jkv: ", \"key\": \"value\"" (first: no leading comma). */
 static void jkv(int first, const char *key, const char *value)
 {
     printf("%s\"%s\": ", first ? "" : ", ", key);
-    jstr(value);
+    ddl_json_str(value);
 }
 
 static void jki(const char *key, long value)
@@ -241,7 +226,7 @@ static void print_json(const ddl_topo_t *t, const ddl_topo_map_t *m, const ddl_t
         for (int v = 0, k = 0; v < envs[r].nvars; v++)
             if (envs[r].vars[v].kept) {
                 printf("%s", k++ ? ", " : "");
-                jstr(envs[r].vars[v].name);
+                ddl_json_str(envs[r].vars[v].name);
             }
         printf("]}");
     }
@@ -249,12 +234,12 @@ static void print_json(const ddl_topo_t *t, const ddl_topo_map_t *m, const ddl_t
     int k = 0;
     for (int i = 0; i < m->nnotes; i++) {
         printf("%s", k++ ? ",\n   " : "");
-        jstr(m->notes[i]);
+        ddl_json_str(m->notes[i]);
     }
     for (int r = 0; r < m->nranks; r++)
         if (envs[r].note[0]) {
             printf("%s", k++ ? ",\n   " : "");
-            jstr(envs[r].note);
+            ddl_json_str(envs[r].note);
         }
     printf("]}\n");
 }

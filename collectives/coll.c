@@ -88,6 +88,14 @@ ddl_status_t ddl_validate(const ddl_opdesc_t *d)
     return DDL_OK;
 }
 
+/* copy_input: the result of a world of one: the input, where it belongs. */
+static ddl_status_t copy_input(const ddl_opdesc_t *d)
+{
+    if (d->sendbuf != DDL_IN_PLACE && d->sendbuf != d->recvbuf)
+        memcpy(d->recvbuf, d->sendbuf, d->count * ddl_dtype_size(d->dtype));
+    return DDL_OK;
+}
+
 ddl_status_t ddl_execute(const ddl_opdesc_t *d)
 {
     ddl_comm_t *comm = d->comm;
@@ -117,29 +125,20 @@ ddl_status_t ddl_execute(const ddl_opdesc_t *d)
     case DDL_OPK_REDUCE_SCATTER:
         if (d->count == 0)
             return DDL_OK;
-        if (comm->size == 1) {
-            if (d->sendbuf != DDL_IN_PLACE && d->sendbuf != d->recvbuf)
-                memcpy(d->recvbuf, d->sendbuf, d->count * ddl_dtype_size(d->dtype));
-            return DDL_OK;
-        }
+        if (comm->size == 1)
+            return copy_input(d);
         return ddl_reduce_scatter_ring(comm, d->sendbuf, d->recvbuf, d->count, d->dtype, d->op);
     case DDL_OPK_ALLGATHER:
         if (d->count == 0)
             return DDL_OK;
-        if (comm->size == 1) {
-            if (d->sendbuf != DDL_IN_PLACE && d->sendbuf != d->recvbuf)
-                memcpy(d->recvbuf, d->sendbuf, d->count * ddl_dtype_size(d->dtype));
-            return DDL_OK;
-        }
+        if (comm->size == 1)
+            return copy_input(d);
         return ddl_allgather_ring(comm, d->sendbuf, d->recvbuf, d->count, d->dtype);
     case DDL_OPK_REDUCE:
         if (d->count == 0)
             return DDL_OK;
-        if (comm->size == 1) {
-            if (d->sendbuf != DDL_IN_PLACE && d->sendbuf != d->recvbuf)
-                memcpy(d->recvbuf, d->sendbuf, d->count * ddl_dtype_size(d->dtype));
-            return DDL_OK;
-        }
+        if (comm->size == 1)
+            return copy_input(d);
         return ddl_reduce_ring(comm, d->sendbuf, d->recvbuf, d->count, d->dtype, d->op, d->root);
     }
     return ddl_fail(DDL_ERR_INTERNAL, "unknown operation kind %d", (int)d->kind);

@@ -227,3 +227,18 @@ int ddl_find_helper(const char *name, const char *subdir, const char *installed_
     }
     return 0;
 }
+
+void ddl_json_str(const char *s)
+{
+    putchar('"');
+    for (; s && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20)
+            printf("\\u%04x", ch);
+        else
+            putchar(ch);
+    }
+    putchar('"');
+}

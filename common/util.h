@@ -65,6 +65,10 @@ const char *ddl_describe_wait_status(int status, char *buf, size_t len);
  * the exit status, or 128 + signal number. */
 int ddl_wait_status_code(int status);
 
+/* ddl_json_str: print s (NULL prints "") to stdout as a JSON string, with
+ * quotes, backslashes and control characters escaped. */
+void ddl_json_str(const char *s);
+
 /* ddl_find_helper: the path of one of ddl's own programs (ddl-agent,
  * ddl-launch).  When the calling program runs from a build tree (a
  * config.status one level above its directory) the helper is taken from
