@@ -202,4 +202,10 @@ void ddl_scratch_free(void);
 ddl_status_t ddl_bcast_binomial(ddl_comm_t *comm, void *buf, size_t bytes, int root);
 ddl_status_t ddl_barrier_dissemination(ddl_comm_t *comm);
 
+/* ---- checkpoints (checkpoint.c) ---- */
+/* ddl_ckpt_finish_pending: commit the pending async checkpoint, if any (as
+ * ddl_ckpt_wait()) and free the async copy buffers kept for reuse; called
+ * by ddl_finalize() before it stops the engine. */
+ddl_status_t ddl_ckpt_finish_pending(void);
+
 #endif

@@ -205,12 +205,13 @@ ddl_status_t ddl_finalize(void)
     ddl_clear_error();
     if (!ddl_ctx.initialized)
         return ddl_fail(DDL_ERR_NOT_INITIALIZED, "ddl_finalize() without a successful ddl_init()");
+    ddl_status_t ckst = ddl_ckpt_finish_pending(); /* collective, so before the engine stops */
     ddl_engine_stop();
     /* No rank tears down its endpoints while a peer may still send to it. */
     if (ddl_ctx.size > 1 && ddl_ctx.failed_peer < 0 && !atomic_load(&ddl_ctx.world.aborted))
         st = ddl_barrier_dissemination(&ddl_ctx.world);
     release();
-    return st;
+    return ckst != DDL_OK ? ckst : st;
 }
 
 int ddl_rank(void) { return ddl_ctx.rank; }

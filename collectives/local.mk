@@ -17,7 +17,10 @@ collectives_libddl_la_SOURCES = \
 collectives_libddl_la_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
 collectives_libddl_la_LIBADD = common/libddlcommon.la $(UCX_LIBS) $(PTHREAD_LIBS) -lm
 collectives_libddl_la_LDFLAGS = $(AM_LDFLAGS) -version-info $(DDL_LT_VERSION) \
-    -export-symbols-regex '^ddl_(init|finalize|rank|size|local_rank|local_size|node_id|num_nodes|comm_world|comm_node|comm_cross|comm_split|comm_free|comm_rank|comm_size|comm_abort|i?allreduce|i?bcast|i?barrier|i?reduce_scatter|i?allgather|i?reduce|test|wait|request_free|status_str|last_error|dtype_size)$$'
+    -export-symbols-regex '^ddl_(init|finalize|rank|size|local_rank|local_size|node_id|num_nodes|comm_world|comm_node|comm_cross|comm_split|comm_free|comm_rank|comm_size|comm_abort|i?allreduce|i?bcast|i?barrier|i?reduce_scatter|i?allgather|i?reduce|test|wait|request_free|status_str|last_error|dtype_size|ckpt_(begin|write|commit|wait|abort|latest|read|cleanup))$$'
 include_HEADERS = collectives/include/ddl.h
 nodist_include_HEADERS = collectives/include/ddl_version.h
 EXTRA_DIST += collectives/README.md
+# Checkpoints: the API in ddl.h, the shard/manifest protocol and CRC-32C.
+collectives_libddl_la_SOURCES += collectives/checkpoint.c collectives/crc32c.c \
+    collectives/crc32c.h

@@ -52,3 +52,15 @@ EXTRA_DIST += tests/data/topologies/README.md \
               tests/data/topologies/epyc-corona-p2.xml \
               tests/data/topologies/g4dnmetal.xml \
               tests/data/topologies/nvidiaDGX2.xml
+
+# Checkpoints: the single-process unit test (CRC-32C, round trip, damage,
+# partial and failed commits, keep-K, async) and the ddlrun test of the
+# collective commit, kill -9 during a commit loop and async blocking time.
+check_PROGRAMS += tests/unit/t_ckpt tests/helpers/ckpt-check
+TESTS += tests/unit/t_ckpt
+tests_unit_t_ckpt_SOURCES = tests/unit/t_ckpt.c collectives/crc32c.c tests/tap.h
+tests_unit_t_ckpt_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/collectives
+tests_unit_t_ckpt_LDADD = collectives/libddl.la $(PTHREAD_LIBS)
+tests_helpers_ckpt_check_SOURCES = tests/helpers/ckpt-check.c
+tests_helpers_ckpt_check_LDADD = collectives/libddl.la
+INTEGRATION_TESTS += tests/integration/t0008-checkpoint.t

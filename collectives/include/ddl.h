@@ -52,6 +52,7 @@ typedef enum {
     DDL_ERR_TIMEOUT = -9,         /* a bounded wait expired */
     DDL_ERR_ABORTED = -10,        /* the communicator was aborted */
     DDL_ERR_INTERNAL = -11,       /* a bug in ddl: please report it */
+    DDL_ERR_IO = -12,             /* a file could not be read or written (checkpoints) */
 } ddl_status_t;
 
 /* Element types.  Values are part of the ABI. */
@@ -256,6 +257,153 @@ void ddl_request_free(ddl_request_t *req);
  * the process should call ddl_finalize() and exit or restart.  Returns
  * DDL_OK, or DDL_ERR_INVALID for NULL. */
 ddl_status_t ddl_comm_abort(ddl_comm_t *comm, const char *reason);
+
+/* ---- checkpoints ----
+ *
+ * A checkpoint is one step's state, saved by every rank of a communicator
+ * as named buffers in its own shard file:
+ *
+ *     DIR/step-NNNNNNNN/rank-R.shard   one per comm rank (R), fsync'd
+ *     DIR/step-NNNNNNNN/MANIFEST       step, world size, each shard's size
+ *                                      and CRC-32C; present only once every
+ *                                      rank's shard is complete
+ *     DIR/latest                       the step of the newest committed
+ *                                      checkpoint
+ *
+ * MANIFEST and latest are written to a temporary name, fsync'd and renamed
+ * (then the directory is fsync'd), so a process killed at any moment, or an
+ * I/O error, leaves the previous checkpoint as latest and readable.  A step
+ * directory without MANIFEST is partial and is removed by the next
+ * ddl_ckpt_begin() or ddl_ckpt_cleanup().  DIR is a plain path chosen by the
+ * program; it must be on a file system every rank sees (or node-local with
+ * one node).
+ *
+ * Usage, on every rank of comm:
+ *
+ *     ddl_ckpt_t *ck;
+ *     ddl_ckpt_begin(comm, dir, step, 0, 0, &ck);
+ *     ddl_ckpt_write(ck, "weights", w, wbytes);
+ *     ddl_ckpt_write(ck, "optimizer", o, obytes);
+ *     st = ddl_ckpt_commit(ck);         collective; ck is released
+ *
+ * and on restart: ddl_ckpt_latest(dir, &step), then ddl_ckpt_read(dir, step,
+ * ddl_comm_rank(comm), "weights", w, wbytes, NULL).
+ *
+ * Async mode (DDL_CKPT_ASYNC): ddl_ckpt_write() copies the buffer into
+ * memory and ddl_ckpt_commit() starts a background thread that writes the
+ * shard, then returns DDL_OK at once.  The checkpoint is committed (MANIFEST
+ * and latest written) by the next ddl_ckpt_wait(), ddl_ckpt_begin() or
+ * ddl_finalize() on the same communicator, which first wait for the thread;
+ * an I/O error of the background write surfaces there.  One async
+ * checkpoint per process is in flight at a time.  The copy buffers are kept
+ * after the commit and reused by the next async checkpoint (fresh pages
+ * cost more than the copy), so async mode holds about one checkpoint's size
+ * of memory until ddl_finalize().
+ *
+ * Test hook: DDL_CKPT_FAULT=write|fsync|rename[:RANK] makes the named step
+ * of every commit fail (write with ENOSPC, fsync and rename with EIO) on
+ * every rank, or on comm rank RANK only; rename applies to rank 0's
+ * MANIFEST.  For tests of error handling only.
+ *
+ * Threads: the functions are called from the thread that runs the
+ * collectives; ddl_ckpt_read() and ddl_ckpt_latest() are thread-safe.
+ */
+
+/* A checkpoint being written.  Opaque; from ddl_ckpt_begin() until
+ * ddl_ckpt_commit() or ddl_ckpt_abort(), which release it. */
+typedef struct ddl_ckpt ddl_ckpt_t;
+
+/* Flags of ddl_ckpt_begin(). */
+#define DDL_CKPT_ASYNC 0x1u /* write the shard in a background thread */
+
+/* Committed checkpoints kept when ddl_ckpt_begin() is passed keep == 0. */
+#define DDL_CKPT_KEEP_DEFAULT 3
+
+/* Longest shard name, in bytes (names are non-empty C strings). */
+#define DDL_CKPT_NAME_MAX 255
+
+/* ddl_ckpt_begin: start checkpoint `step` in directory dir (created if
+ * missing).  Collective and blocking over comm: every rank passes the same
+ * dir, step, keep and flags.  First completes a pending async checkpoint
+ * (as ddl_ckpt_wait()); then rank 0 removes partial step directories and
+ * keeps only the newest `keep` committed checkpoints (0: the default, 3;
+ * negative: keep every one).  step must be greater than the latest
+ * committed step.  Write one checkpoint of a directory at a time: the
+ * cleanup removes any uncommitted step.  On success *ck is owned by the
+ * caller until ddl_ckpt_commit() or ddl_ckpt_abort().
+ * Returns DDL_OK; DDL_ERR_INVALID (NULL or empty arguments, step < 0 or not
+ * after the latest, unknown flags); DDL_ERR_NOT_INITIALIZED; DDL_ERR_IO
+ * (rank 0 cannot create or clean dir, with the path and errno: the other
+ * ranks' directory errors surface at the commit;
+ * or the pending async checkpoint failed: it is discarded, and calling
+ * ddl_ckpt_begin() again starts the new one); DDL_ERR_NOMEM; or a
+ * transport error.  On any error *ck is NULL, and every rank returns the
+ * same status. */
+ddl_status_t ddl_ckpt_begin(ddl_comm_t *comm, const char *dir, int64_t step, int keep,
+                            unsigned flags, ddl_ckpt_t **ck);
+
+/* ddl_ckpt_write: add a named buffer to this rank's shard.  Local (not
+ * collective), may be called any number of times with distinct names
+ * (1..DDL_CKPT_NAME_MAX bytes); ranks may write different names and sizes.
+ * Synchronous mode writes buf to the file before returning; async mode
+ * copies it.  Either way buf stays owned by the caller and may be reused at
+ * once.  buf may be NULL when bytes is 0.
+ * Returns DDL_OK; DDL_ERR_INVALID (NULL ck or name, bad or duplicate name);
+ * DDL_ERR_NOMEM (async copy); DDL_ERR_IO (with the file and errno).  A
+ * failure is remembered: still call ddl_ckpt_commit(), which then fails on
+ * every rank, so that the ranks stay in step. */
+ddl_status_t ddl_ckpt_write(ddl_ckpt_t *ck, const char *name, const void *buf, size_t bytes);
+
+/* ddl_ckpt_commit: finish the checkpoint and release ck (whatever the
+ * result).  Collective over the communicator of ddl_ckpt_begin().
+ * Synchronous mode: every rank completes and fsyncs its shard; the ranks
+ * exchange their results; only if all succeeded does rank 0 write MANIFEST
+ * and move latest to this step, then remove checkpoints beyond `keep`;
+ * every rank returns the same status.  Async mode: starts the background
+ * write and returns DDL_OK (see ddl_ckpt_wait()).
+ * Returns DDL_OK; DDL_ERR_INVALID for NULL (or an async commit while
+ * another async checkpoint is pending); DDL_ERR_IO when some rank
+ * failed (the text names the rank, the file and the errno; the step
+ * directory is removed and latest is unchanged); or a transport error. */
+ddl_status_t ddl_ckpt_commit(ddl_ckpt_t *ck);
+
+/* ddl_ckpt_wait: complete the pending async checkpoint, if any: wait for
+ * this rank's background write, then commit as ddl_ckpt_commit() does.
+ * Collective over that checkpoint's communicator.  *step (may be NULL)
+ * receives its step, or -1 if none was pending.
+ * Returns DDL_OK (also when none was pending) or the commit's error; the
+ * pending checkpoint is gone either way. */
+ddl_status_t ddl_ckpt_wait(int64_t *step);
+
+/* ddl_ckpt_abort: discard ck on this rank (its shard file is removed) and
+ * release it.  Local; the other ranks of the communicator must abort too
+ * (a commit on them would wait for this rank).  Accepts NULL. */
+void ddl_ckpt_abort(ddl_ckpt_t *ck);
+
+/* ddl_ckpt_latest: *step = the newest committed checkpoint in dir, or -1 if
+ * dir holds none (or does not exist).  Local; needs no ddl_init().
+ * Returns DDL_OK; DDL_ERR_INVALID for NULL arguments; DDL_ERR_IO if latest
+ * cannot be read or names a step without a MANIFEST. */
+ddl_status_t ddl_ckpt_latest(const char *dir, int64_t *step);
+
+/* ddl_ckpt_read: copy the buffer `name` of rank's shard of checkpoint step
+ * into buf.  Local; needs no ddl_init().  bytes is the size of buf; with
+ * got == NULL it must equal the stored size, otherwise it must be at least
+ * that and *got receives the stored size (buf NULL and bytes 0: only *got
+ * is set).  The manifest, the shard's size and CRC-32C, and the buffer's
+ * own CRC-32C are checked.
+ * Returns DDL_OK; DDL_ERR_INVALID (NULL arguments, no such committed step,
+ * rank or name, or a size mismatch, with the sizes); DDL_ERR_IO (a file
+ * cannot be read, is truncated or fails its checksum, with the path). */
+ddl_status_t ddl_ckpt_read(const char *dir, int64_t step, int rank, const char *name, void *buf,
+                           size_t bytes, size_t *got);
+
+/* ddl_ckpt_cleanup: remove the partial step directories in dir and all but
+ * the newest keep committed ones (keep as in ddl_ckpt_begin()).  Local: run
+ * it on one process while no checkpoint of dir is being written.
+ * Returns DDL_OK; DDL_ERR_INVALID for NULL; DDL_ERR_IO if something cannot
+ * be removed (with the path and errno). */
+ddl_status_t ddl_ckpt_cleanup(const char *dir, int keep);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,256 @@
+/* ckpt-check.c: the checkpoint API under `ddlrun -n N`, driven by
+ * tests/integration/t0008-checkpoint.t.  One scenario per run:
+ *
+ *   ckpt-check commit DIR        five commits with per-rank names and sizes,
+ *                                each read back (own and a neighbour's
+ *                                shard); a commit where only the last rank
+ *                                fails (DDL_CKPT_FAULT) fails on every rank
+ *                                with the same status, latest unchanged
+ *   ckpt-check kill DIR K        commits steps 1..K-1, then at step K the
+ *                                last rank writes its shard and kills itself
+ *                                with SIGKILL before the commit
+ *   ckpt-check verify DIR S      latest is S and every rank's shard of S
+ *                                reads back; then step S+1 commits over the
+ *                                partial leftovers
+ *   ckpt-check async DIR MIB     MIB MiB per rank: the time the caller
+ *                                blocks in sync and async mode (printed),
+ *                                and the data committed by the next begin,
+ *                                ddl_ckpt_wait() and ddl_finalize()
+ *
+ * Prints "PASS"/"FAIL" lines and exits non-zero on any failure (2: usage).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ddl.h"
+
+static int rank, size, failures;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void check(int cond, const char *what)
+{
+    printf("rank %d: %s %s\n", rank, cond ? "PASS" : "FAIL", what);
+    fflush(stdout);
+    if (!cond)
+        failures++;
+}
+
+static void expect(ddl_status_t st, ddl_status_t want, const char *what)
+{
+    if (st != want)
+        fprintf(stderr, "rank %d: %s: got %s (%s), want %s\n", rank, what, ddl_status_str(st),
+                ddl_last_error(), ddl_status_str(want));
+    check(st == want, what);
+}
+
+static void fill(unsigned char *b, size_t n, long step, int r)
+{
+    unsigned seed = (unsigned)(step * 131 + r * 7919);
+    for (size_t i = 0; i < n; i++)
+        b[i] = (unsigned char)((i * 2654435761u + seed) >> 11);
+}
+
+static size_t data_size(long step, int r)
+{
+    return 1000 + (size_t)r * 337 + (size_t)step * 11;
+}
+
+/* save: step with "data" (rank-dependent size) and "meta" {step, rank}. */
+static ddl_status_t save(const char *dir, long step, int keep, int die)
+{
+    ddl_ckpt_t *ck;
+    size_t n = data_size(step, rank);
+    unsigned char *b = malloc(n);
+    long meta[2] = {step, rank};
+    fill(b, n, step, rank);
+    ddl_status_t st = ddl_ckpt_begin(ddl_comm_world(), dir, step, keep, 0, &ck);
+    if (st == DDL_OK) {
+        ddl_ckpt_write(ck, "data", b, n);
+        ddl_ckpt_write(ck, rank % 2 ? "meta-odd" : "meta", meta, sizeof meta);
+        if (die) {
+            printf("rank %d: shard of step %ld written, killing myself\n", rank, step);
+            fflush(stdout);
+            raise(SIGKILL);
+        }
+        st = ddl_ckpt_commit(ck);
+    }
+    free(b);
+    return st;
+}
+
+/* load_ok: r's shard of step reads back. */
+static int load_ok(const char *dir, long step, int r)
+{
+    size_t n = data_size(step, r);
+    unsigned char *want = malloc(n), *got = malloc(n);
+    long meta[2] = {-1, -1};
+    fill(want, n, step, r);
+    ddl_status_t st = ddl_ckpt_read(dir, step, r, "data", got, n, NULL);
+    if (st == DDL_OK)
+        st = ddl_ckpt_read(dir, step, r, r % 2 ? "meta-odd" : "meta", meta, sizeof meta, NULL);
+    if (st != DDL_OK)
+        fprintf(stderr, "rank %d: read of rank %d step %ld: %s\n", rank, r, step,
+                ddl_last_error());
+    int good = st == DDL_OK && !memcmp(want, got, n) && meta[0] == step && meta[1] == r;
+    free(want);
+    free(got);
+    return good;
+}
+
+static long latest(const char *dir)
+{
+    int64_t s;
+    return ddl_ckpt_latest(dir, &s) == DDL_OK ? (long)s : -100;
+}
+
+static void commit_mode(const char *dir)
+{
+    char what[128];
+    for (long s = 1; s <= 5; s++) {
+        snprintf(what, sizeof what, "commit step %ld", s);
+        expect(save(dir, s, 3, 0), DDL_OK, what);
+        check(latest(dir) == s, "latest follows the commit");
+        check(load_ok(dir, s, rank), "own shard reads back");
+        check(load_ok(dir, s, (rank + 1) % size), "the next rank's shard reads back");
+    }
+    char fault[32];
+    snprintf(fault, sizeof fault, "write:%d", size - 1);
+    setenv("DDL_CKPT_FAULT", fault, 1);
+    expect(save(dir, 6, 3, 0), DDL_ERR_IO, "a write failure on the last rank fails every rank");
+    unsetenv("DDL_CKPT_FAULT");
+    char want[64];
+    snprintf(want, sizeof want, "rank %d: cannot write", size - 1);
+    check(strstr(ddl_last_error(), want) != NULL, "the error names the failing rank");
+    printf("rank %d: error text: %s\n", rank, ddl_last_error());
+    check(latest(dir) == 5, "latest stays step 5");
+    check(load_ok(dir, 5, rank), "step 5 still reads back");
+    expect(save(dir, 6, 3, 0), DDL_OK, "step 6 commits once the fault is gone");
+    check(latest(dir) == 6 && load_ok(dir, 6, rank), "step 6 is latest and reads back");
+}
+
+static void kill_mode(const char *dir, long k)
+{
+    char what[64];
+    for (long s = 1; s < k; s++) {
+        snprintf(what, sizeof what, "commit step %ld", s);
+        expect(save(dir, s, 0, 0), DDL_OK, what);
+    }
+    save(dir, k, 0, rank == size - 1);
+    check(0, "survived a commit whose last rank was killed");
+}
+
+static void verify_mode(const char *dir, long s)
+{
+    check(latest(dir) == s, "latest is the last complete step");
+    for (int r = 0; r < size; r++)
+        check(load_ok(dir, s, r), "every rank's shard of it reads back");
+    expect(save(dir, s + 1, 0, 0), DDL_OK, "the next step commits over the leftovers");
+    check(latest(dir) == s + 1 && load_ok(dir, s + 1, rank), "and reads back");
+}
+
+static void async_mode(const char *dir, long mib)
+{
+    size_t n = (size_t)mib << 20;
+    unsigned char *b = malloc(n), *r = malloc(n);
+    ddl_ckpt_t *ck;
+    double block[2] = {0, 0}, first_async = 0, waited = 0;
+    int reps = 3;
+    if (!b || !r) {
+        check(0, "allocate the buffers");
+        return;
+    }
+    for (int mode = 0; mode < 2; mode++) {
+        unsigned flags = mode ? DDL_CKPT_ASYNC : 0;
+        for (int i = 0; i < reps; i++) {
+            long step = 1 + mode * reps + i;
+            fill(b, n, step, rank);
+            double t0 = now_ms();
+            ddl_status_t st = ddl_ckpt_begin(ddl_comm_world(), dir, step, 2, flags, &ck);
+            double t1 = now_ms();
+            if (st == DDL_OK)
+                st = ddl_ckpt_write(ck, "model", b, n);
+            if (st == DDL_OK)
+                st = ddl_ckpt_commit(ck);
+            double t2 = now_ms();
+            expect(st, DDL_OK, mode ? "async checkpoint" : "sync checkpoint");
+            memset(b, 0x5a, n); /* the training loop changes the model at once */
+            if (mode && i == 0)
+                first_async = t2 - t1; /* copies into fresh memory */
+            else
+                block[mode] += t2 - t1;
+            if (mode && i > 0)
+                waited += t1 - t0; /* begin completing the previous async commit */
+        }
+    }
+    long last = 2 * reps;
+    int64_t s = -1;
+    check(latest(dir) == last - 1, "the last async step is not committed before the wait");
+    expect(ddl_ckpt_wait(&s), DDL_OK, "ddl_ckpt_wait commits it");
+    check(s == last && latest(dir) == last, "latest is the last async step");
+    fill(b, n, last, rank);
+    check(ddl_ckpt_read(dir, last, rank, "model", r, n, NULL) == DDL_OK && !memcmp(b, r, n),
+          "the async data reads back as it was at the write");
+    fill(b, n, last - 1, rank);
+    check(ddl_ckpt_read(dir, last - 1, rank, "model", r, n, NULL) == DDL_OK && !memcmp(b, r, n),
+          "the previous async step (committed by begin) reads back");
+    double sync_ms = block[0] / reps, async_ms = block[1] / (reps - 1);
+    printf("rank %d: %ld MiB per rank, caller blocked in write+commit: sync %.1f ms, async "
+           "%.1f ms (%.1f%% of sync; first async step %.1f ms, into fresh memory); the next "
+           "begin waited %.1f ms for the background write\n", rank, mib, sync_ms, async_ms,
+           100.0 * async_ms / (sync_ms > 0 ? sync_ms : 1), first_async, waited / (reps - 1));
+
+    /* one more async step, left for ddl_finalize() to commit */
+    fill(b, n, last + 1, rank);
+    expect(ddl_ckpt_begin(ddl_comm_world(), dir, last + 1, 2, DDL_CKPT_ASYNC, &ck), DDL_OK,
+           "async begin before finalize");
+    expect(ddl_ckpt_write(ck, "model", b, n), DDL_OK, "async write before finalize");
+    expect(ddl_ckpt_commit(ck), DDL_OK, "async commit before finalize");
+    expect(ddl_finalize(), DDL_OK, "ddl_finalize commits the pending step");
+    check(latest(dir) == last + 1, "latest is the step ddl_finalize committed");
+    check(ddl_ckpt_read(dir, last + 1, rank, "model", r, n, NULL) == DDL_OK && !memcmp(b, r, n),
+          "it reads back after ddl_finalize");
+    free(b);
+    free(r);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3 || (strcmp(argv[1], "commit") != 0 && argc < 4)) {
+        fprintf(stderr, "usage: ckpt-check commit DIR | kill DIR K | verify DIR STEP | "
+                "async DIR MIB\n");
+        return 2;
+    }
+    const char *mode = argv[1], *dir = argv[2];
+    long arg = argc > 3 ? atol(argv[3]) : 0;
+    if (strcmp(mode, "commit") && strcmp(mode, "kill") && strcmp(mode, "verify") &&
+        strcmp(mode, "async")) {
+        fprintf(stderr, "ckpt-check: unknown mode '%s'\n", mode);
+        return 2;
+    }
+    if (ddl_init() != DDL_OK) {
+        fprintf(stderr, "ddl_init: %s\n", ddl_last_error());
+        return 1;
+    }
+    rank = ddl_rank();
+    size = ddl_size();
+    if (!strcmp(mode, "commit"))
+        commit_mode(dir);
+    else if (!strcmp(mode, "kill"))
+        kill_mode(dir, arg);
+    else if (!strcmp(mode, "verify"))
+        verify_mode(dir, arg);
+    else
+        async_mode(dir, arg);
+    if (strcmp(mode, "async") != 0)
+        ddl_finalize();
+    return failures ? 1 : 0;
+}
