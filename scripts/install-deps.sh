@@ -12,6 +12,7 @@ libconfuse-dev
 zlib1g-dev
 libpmix-dev
 openmpi-bin libopenmpi-dev
+slurm-wlm slurmctld slurmd slurm-client libslurm-dev munge
 libopenblas-dev
 dataset-fashion-mnist
 procps util-linux iproute2 coreutils findutils gawk

@@ -32,9 +32,10 @@ INTEGRATION_TESTS = \
     tests/integration/t0003-ddlrun-cleanup.t \
     tests/integration/t0004-agent.t \
     tests/integration/t0005-fmnist.t \
-    tests/integration/t0007-nonblocking.t
+    tests/integration/t0007-nonblocking.t \
+    tests/integration/t0009-slurm-cluster.t
 TESTS += $(INTEGRATION_TESTS)
-EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp
+EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh
 
 # Topology and placement: unit test over real machines' hwloc XML exports
 # (tests/data/topologies) and the integration test of `ddl-agent topo` and
