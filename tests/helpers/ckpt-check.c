@@ -25,32 +25,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "check.h"
 #include "ddl.h"
 
-static int rank, size, failures;
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static void check(int cond, const char *what)
-{
-    printf("rank %d: %s %s\n", rank, cond ? "PASS" : "FAIL", what);
-    fflush(stdout);
-    if (!cond)
-        failures++;
-}
-
-static void expect(ddl_status_t st, ddl_status_t want, const char *what)
-{
-    if (st != want)
-        fprintf(stderr, "rank %d: %s: got %s (%s), want %s\n", rank, what, ddl_status_str(st),
-                ddl_last_error(), ddl_status_str(want));
-    check(st == want, what);
-}
+static int rank, size;
 
 static void fill(unsigned char *b, size_t n, long step, int r)
 {
@@ -241,6 +219,7 @@ int main(int argc, char **argv)
         return 1;
     }
     rank = ddl_rank();
+    check_rank = rank;
     size = ddl_size();
     if (!strcmp(mode, "commit"))
         commit_mode(dir);
@@ -252,5 +231,5 @@ int main(int argc, char **argv)
         async_mode(dir, arg);
     if (strcmp(mode, "async") != 0)
         ddl_finalize();
-    return failures ? 1 : 0;
+    return check_failures ? 1 : 0;
 }
