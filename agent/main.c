@@ -3,6 +3,7 @@
  *   ddl-agent serve --socket PATH --step ID --size N [--ready-fd FD] [--parent PID]
  *   ddl-agent status [--socket PATH] [--json]
  *   ddl-agent topo [--input FILE.xml] [--ranks N] [--gpus LIST] [--cpus LIST] [--json]
+ *   ddl-agent config --check FILE [--partition NAME]
  *
  * `serve` is started by ddlrun (and later by ddl-launch under Slurm), once
  * per node per step; `status` is for people and scripts on a compute node.
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "config_cmd.h"
 #include "ddl_version.h"
 #include "log.h"
 #include "topo_cmd.h"
@@ -26,6 +28,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ddl-agent status [--socket PATH] [--json]\n"
             "%s"
+            "%s"
             "       ddl-agent serve --socket PATH --step ID --size N [--ready-fd FD] "
             "[--parent PID]\n"
             "       ddl-agent --version | --help\n"
@@ -34,8 +37,9 @@ static void usage(FILE *f)
             "         and worker pids, and exit status (--json for scripts)\n"
             "topo     show this node's GPUs, NICs and cores, and where ddl would place N\n"
             "         local ranks ('ddl-agent topo --help' for its options)\n"
+            "config   check an administrator's ddl.conf and print its effective values\n"
             "serve    run the agent of one step (started by ddlrun or ddl-launch)\n",
-            ddl_agent_topo_usage);
+            ddl_agent_topo_usage, ddl_agent_config_usage);
 }
 
 static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -141,6 +145,8 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "topo") == 0)
         return ddl_agent_topo_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "config") == 0)
+        return ddl_agent_config_main(argc - 1, argv + 1);
     if (strcmp(cmd, "--version") == 0) {
         printf("ddl-agent %s\n", DDL_VERSION_STRING);
         return 0;
@@ -149,7 +155,7 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "ddl-agent: unknown command '%s' (expected status, topo or serve)\n"
+    fprintf(stderr, "ddl-agent: unknown command '%s' (expected status, topo, config or serve)\n"
                     "Try 'ddl-agent --help'.\n", cmd);
     return 2;
 }

@@ -65,3 +65,13 @@ tests_unit_t_ckpt_LDADD = collectives/libddl.la $(PTHREAD_LIBS)
 tests_helpers_ckpt_check_SOURCES = tests/helpers/ckpt-check.c tests/helpers/check.h
 tests_helpers_ckpt_check_LDADD = collectives/libddl.la
 INTEGRATION_TESTS += tests/integration/t0008-checkpoint.t
+
+# Slurm plugin, first part: the administrator's configuration reader and
+# the plugin's options on the namespace cluster.  t0010 starts a cluster
+# like t0009 (one bridge, one cluster at a time): it runs after t0009.
+check_PROGRAMS += tests/unit/t_conf
+TESTS += tests/unit/t_conf
+tests_unit_t_conf_SOURCES = tests/unit/t_conf.c tests/tap.h
+tests_unit_t_conf_LDADD = common/libddlcommon.la
+INTEGRATION_TESTS += tests/integration/t0010-spank.t tests/integration/t0011-config-check.t
+tests/integration/t0010-spank.log: tests/integration/t0009-slurm-cluster.log

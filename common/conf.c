@@ -1,0 +1,422 @@
+/* conf.c: read and check the administrator's configuration (conf.h) with
+ * libconfuse: one option table (a row per key, its default and a one-line
+ * doc), ranges and enumerations checked by validate callbacks as each value
+ * is parsed (so messages carry the file and line), libconfuse's messages
+ * captured into a ddl_error_t, and the effective values resolved once per
+ * `partition NAME { ... }` section at load time.
+ */
+#include "config.h"
+
+#include <confuse.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf.h"
+
+/* The keys, valid at top level and inside partition sections.  F is the
+ * flags: none at top level (defaults apply), CFGF_NODEFAULT in sections (a
+ * key that is absent there inherits the top-level value). */
+// clang-format off
+#define DDL_CONF_KEYS(F)                                                                           \
+    /* seconds between two heartbeats of an agent, 1-60 */                                        \
+    CFG_INT("heartbeat_interval", 1, F),                                                           \
+    /* seconds without a heartbeat before a node counts as lost, 1-600 */                          \
+    CFG_INT("node_timeout", 2, F),                                                                 \
+    /* smallest --ddl-hang-timeout a user may ask for, seconds, 1-86400 */                         \
+    CFG_INT("hang_timeout_min", 10, F),                                                            \
+    /* largest --ddl-hang-timeout a user may ask for (and the default), seconds, 1-86400 */        \
+    CFG_INT("hang_timeout_max", 3600, F),                                                          \
+    /* most restarts a step may ask for with --ddl-restarts (and the default), 0-100 */            \
+    CFG_INT("max_restarts", 10, F),                                                                \
+    /* absolute directories under which checkpoints may be written; empty: anywhere */             \
+    CFG_STR_LIST("checkpoint_roots", "{}", F),                                                     \
+    /* default placement of ranks on GPUs, NICs and cores: auto or none */                         \
+    CFG_STR("bind", "auto", F),                                                                    \
+    /* UCX_TLS given to the workers (unset: UCX's own choice) */                                   \
+    CFG_STR("ucx_tls", NULL, F),                                                                   \
+    /* verbosity of ddl's own messages: error, warn, info or debug */                              \
+    CFG_STR("log_level", "warn", F),                                                               \
+    /* absolute directory for ddl's per-step logs (unset: the job's stderr only) */                \
+    CFG_STR("log_dir", NULL, F)
+// clang-format on
+
+typedef struct {
+    const char *name;
+    long min, max;
+} conf_range_t;
+
+static const conf_range_t conf_ranges[] = {
+    {"heartbeat_interval", 1, 60},  {"node_timeout", 1, 600}, {"hang_timeout_min", 1, 86400},
+    {"hang_timeout_max", 1, 86400}, {"max_restarts", 0, 100},
+};
+
+static const char *const conf_bind_values[] = {"auto", "none", NULL};
+static const char *const conf_level_values[] = {"error", "warn", "info", "debug", NULL};
+
+typedef struct {
+    char *name;
+    ddl_conf_values_t v;
+} conf_partition_t;
+
+struct ddl_conf {
+    cfg_t *cfg;
+    char *path;
+    ddl_conf_values_t global;
+    conf_partition_t *parts;
+    size_t n_parts;
+};
+
+/* The message of the load in progress (libconfuse's callbacks carry no
+ * user pointer); only the first message is kept, later ones are follow-ups
+ * such as "parse error". */
+static _Thread_local ddl_error_t *conf_err;
+static _Thread_local int conf_err_set;
+
+static void conf_errfunc(cfg_t *cfg, const char *fmt, va_list ap)
+{
+    if (conf_err_set)
+        return;
+    conf_err_set = 1;
+    if (!conf_err)
+        return;
+    char *t = conf_err->text;
+    size_t len = sizeof conf_err->text;
+    int n = 0;
+    if (cfg && cfg->filename && cfg->line)
+        n = snprintf(t, len, "%s:%d: ", cfg->filename, cfg->line);
+    else if (cfg && cfg->filename)
+        n = snprintf(t, len, "%s: ", cfg->filename);
+    if (n < 0 || (size_t)n >= len)
+        n = 0;
+    vsnprintf(t + n, len - (size_t)n, fmt, ap);
+}
+
+static int validate_int(cfg_t *cfg, cfg_opt_t *opt)
+{
+    long v = cfg_opt_getnint(opt, cfg_opt_size(opt) - 1);
+    for (size_t i = 0; i < sizeof conf_ranges / sizeof conf_ranges[0]; i++) {
+        if (strcmp(conf_ranges[i].name, opt->name) != 0)
+            continue;
+        if (v < conf_ranges[i].min || v > conf_ranges[i].max) {
+            cfg_error(cfg, "%s: %ld is out of range (%ld-%ld)", opt->name, v, conf_ranges[i].min,
+                      conf_ranges[i].max);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int one_of(const char *s, const char *const *values)
+{
+    for (size_t i = 0; values[i]; i++)
+        if (strcmp(s, values[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* clean_abs_path: absolute, and no empty-meaning "." or ".." component. */
+static int clean_abs_path(const char *s)
+{
+    if (s[0] != '/')
+        return 0;
+    for (const char *p = s; *p;) {
+        while (*p == '/')
+            p++;
+        size_t n = strcspn(p, "/");
+        if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+            return 0;
+        p += n;
+    }
+    return 1;
+}
+
+static int validate_str(cfg_t *cfg, cfg_opt_t *opt)
+{
+    unsigned int n = cfg_opt_size(opt);
+    for (unsigned int i = 0; i < n; i++) {
+        const char *s = cfg_opt_getnstr(opt, i);
+        if (!s)
+            continue;
+        if (strcmp(opt->name, "bind") == 0 && !one_of(s, conf_bind_values)) {
+            cfg_error(cfg, "bind: '%s' is not auto or none", s);
+            return -1;
+        }
+        if (strcmp(opt->name, "log_level") == 0 && !one_of(s, conf_level_values)) {
+            cfg_error(cfg, "log_level: '%s' is not error, warn, info or debug", s);
+            return -1;
+        }
+        if ((strcmp(opt->name, "checkpoint_roots") == 0 || strcmp(opt->name, "log_dir") == 0) &&
+            !clean_abs_path(s)) {
+            cfg_error(cfg, "%s: '%s' is not an absolute path without '.' or '..'", opt->name, s);
+            return -1;
+        }
+        if (strcmp(opt->name, "ucx_tls") == 0 && (s[0] == '\0' || strpbrk(s, " \t\n"))) {
+            cfg_error(cfg, "ucx_tls: '%s' is not a comma-separated list of transports", s);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void set_validators(cfg_t *cfg)
+{
+    static const char *const ints[] = {"heartbeat_interval", "node_timeout", "hang_timeout_min",
+                                       "hang_timeout_max", "max_restarts"};
+    static const char *const strs[] = {"checkpoint_roots", "bind", "ucx_tls", "log_level",
+                                       "log_dir"};
+    char name[64];
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        cfg_set_validate_func(cfg, ints[i], validate_int);
+        snprintf(name, sizeof name, "partition|%s", ints[i]);
+        cfg_set_validate_func(cfg, name, validate_int);
+    }
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        cfg_set_validate_func(cfg, strs[i], validate_str);
+        snprintf(name, sizeof name, "partition|%s", strs[i]);
+        cfg_set_validate_func(cfg, name, validate_str);
+    }
+}
+
+/* resolve: the values set in sec (a partition section, or the top level)
+ * over base (NULL at top level).  The roots array is allocated. */
+static int resolve(cfg_t *sec, const ddl_conf_values_t *base, ddl_conf_values_t *v)
+{
+    if (base)
+        *v = *base;
+#define TAKE_INT(key, field)             \
+    if (!base || cfg_size(sec, key) > 0) \
+        v->field = cfg_getint(sec, key);
+#define TAKE_STR(key, field)             \
+    if (!base || cfg_size(sec, key) > 0) \
+        v->field = cfg_getstr(sec, key);
+    TAKE_INT("heartbeat_interval", heartbeat_interval)
+    TAKE_INT("node_timeout", node_timeout)
+    TAKE_INT("hang_timeout_min", hang_timeout_min)
+    TAKE_INT("hang_timeout_max", hang_timeout_max)
+    TAKE_INT("max_restarts", max_restarts)
+    TAKE_STR("bind", bind)
+    TAKE_STR("ucx_tls", ucx_tls)
+    TAKE_STR("log_level", log_level)
+    TAKE_STR("log_dir", log_dir)
+#undef TAKE_INT
+#undef TAKE_STR
+    if (!base || cfg_size(sec, "checkpoint_roots") > 0) {
+        size_t n = cfg_size(sec, "checkpoint_roots");
+        const char **roots = calloc(n ? n : 1, sizeof *roots);
+        if (!roots)
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            roots[i] = cfg_getnstr(sec, "checkpoint_roots", (unsigned int)i);
+        v->checkpoint_roots = roots;
+        v->n_checkpoint_roots = n;
+    } else {
+        v->checkpoint_roots = NULL; /* shares base's: see owns_roots */
+    }
+    return 0;
+}
+
+/* check_values: the rules that involve two keys. */
+static int check_values(const char *path, const char *part, const ddl_conf_values_t *v,
+                        ddl_error_t *err)
+{
+    char where[128] = "";
+    if (part)
+        snprintf(where, sizeof where, "partition '%s': ", part);
+    if (v->hang_timeout_min > v->hang_timeout_max)
+        return ddl_errprintf(err,
+                             "%s: %shang_timeout_min (%ld) is greater than "
+                             "hang_timeout_max (%ld)",
+                             path, where, v->hang_timeout_min, v->hang_timeout_max);
+    if (v->heartbeat_interval >= v->node_timeout)
+        return ddl_errprintf(err,
+                             "%s: %sheartbeat_interval (%ld) must be less than "
+                             "node_timeout (%ld)",
+                             path, where, v->heartbeat_interval, v->node_timeout);
+    return 0;
+}
+
+void ddl_conf_free(ddl_conf_t *conf)
+{
+    if (!conf)
+        return;
+    int saved = errno;
+    for (size_t i = 0; i < conf->n_parts; i++) {
+        if (conf->parts[i].v.checkpoint_roots != conf->global.checkpoint_roots)
+            free((void *)conf->parts[i].v.checkpoint_roots);
+        free(conf->parts[i].name);
+    }
+    free(conf->parts);
+    free((void *)conf->global.checkpoint_roots);
+    if (conf->cfg)
+        cfg_free(conf->cfg);
+    free(conf->path);
+    free(conf);
+    errno = saved;
+}
+
+ddl_conf_t *ddl_conf_load(const char *path, ddl_error_t *err)
+{
+    cfg_opt_t part_opts[] = {DDL_CONF_KEYS(CFGF_NODEFAULT), CFG_END()};
+    cfg_opt_t opts[] = {
+        DDL_CONF_KEYS(CFGF_NONE),
+        /* partition NAME { ... }: any of the keys above, for one Slurm partition */
+        CFG_SEC("partition", part_opts, CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
+        CFG_END(),
+    };
+    ddl_error_t local;
+    ddl_conf_t *conf = calloc(1, sizeof *conf);
+    if (!conf || !(conf->path = strdup(path))) {
+        free(conf);
+        errno = ENOMEM;
+        ddl_errprintf(err, "%s: out of memory", path);
+        return NULL;
+    }
+    conf->cfg = cfg_init(opts, CFGF_NONE);
+    if (!conf->cfg) {
+        ddl_conf_free(conf);
+        errno = ENOMEM;
+        ddl_errprintf(err, "%s: out of memory", path);
+        return NULL;
+    }
+    cfg_set_error_function(conf->cfg, conf_errfunc);
+    set_validators(conf->cfg);
+
+    /* libconfuse reports a missing file without a message: check first. */
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        int e = errno;
+        ddl_errprintf(err, "%s: %s", path, strerror(e));
+        ddl_conf_free(conf);
+        errno = e;
+        return NULL;
+    }
+    fclose(f);
+
+    conf_err = err ? err : &local;
+    conf_err_set = 0;
+    conf_err->text[0] = '\0';
+    int rc = cfg_parse(conf->cfg, path);
+    conf_err = NULL;
+    if (rc != CFG_SUCCESS) {
+        int e = rc == CFG_FILE_ERROR ? (errno ? errno : EIO) : EINVAL;
+        if (!conf_err_set || (err && err->text[0] == '\0'))
+            ddl_errprintf(err, "%s: %s", path,
+                          rc == CFG_FILE_ERROR ? strerror(e) : "invalid configuration");
+        ddl_conf_free(conf);
+        errno = e;
+        return NULL;
+    }
+
+    if (resolve(conf->cfg, NULL, &conf->global) < 0)
+        goto nomem;
+    if (check_values(path, NULL, &conf->global, err) < 0)
+        goto invalid;
+    size_t n = cfg_size(conf->cfg, "partition");
+    conf->parts = calloc(n ? n : 1, sizeof *conf->parts);
+    if (!conf->parts)
+        goto nomem;
+    for (size_t i = 0; i < n; i++) {
+        cfg_t *sec = cfg_getnsec(conf->cfg, "partition", (unsigned int)i);
+        conf_partition_t *p = &conf->parts[conf->n_parts];
+        if (!(p->name = strdup(cfg_title(sec))))
+            goto nomem;
+        conf->n_parts++;
+        if (resolve(sec, &conf->global, &p->v) < 0)
+            goto nomem;
+        if (!p->v.checkpoint_roots)
+            p->v.checkpoint_roots = conf->global.checkpoint_roots;
+        if (check_values(path, p->name, &p->v, err) < 0)
+            goto invalid;
+    }
+    return conf;
+
+nomem:
+    ddl_conf_free(conf);
+    errno = ENOMEM;
+    ddl_errprintf(err, "%s: out of memory", path);
+    return NULL;
+invalid:
+    ddl_conf_free(conf);
+    errno = EINVAL;
+    return NULL;
+}
+
+const char *ddl_conf_path(const ddl_conf_t *conf)
+{
+    return conf->path;
+}
+
+const ddl_conf_values_t *ddl_conf_get(const ddl_conf_t *conf, const char *partition)
+{
+    if (partition)
+        for (size_t i = 0; i < conf->n_parts; i++)
+            if (strcmp(conf->parts[i].name, partition) == 0)
+                return &conf->parts[i].v;
+    return &conf->global;
+}
+
+int ddl_conf_has_partition(const ddl_conf_t *conf, const char *partition)
+{
+    return partition && ddl_conf_get(conf, partition) != &conf->global;
+}
+
+static void print_quoted(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void print_str(FILE *f, const char *key, const char *s)
+{
+    if (!s) {
+        fprintf(f, "# %s is unset\n", key);
+        return;
+    }
+    fprintf(f, "%s = ", key);
+    print_quoted(f, s);
+    fputc('\n', f);
+}
+
+void ddl_conf_print(const ddl_conf_values_t *v, FILE *f)
+{
+    fprintf(f, "heartbeat_interval = %ld\n", v->heartbeat_interval);
+    fprintf(f, "node_timeout = %ld\n", v->node_timeout);
+    fprintf(f, "hang_timeout_min = %ld\n", v->hang_timeout_min);
+    fprintf(f, "hang_timeout_max = %ld\n", v->hang_timeout_max);
+    fprintf(f, "max_restarts = %ld\n", v->max_restarts);
+    fprintf(f, "checkpoint_roots = {");
+    for (size_t i = 0; i < v->n_checkpoint_roots; i++) {
+        if (i)
+            fprintf(f, ", ");
+        print_quoted(f, v->checkpoint_roots[i]);
+    }
+    fprintf(f, "}\n");
+    print_str(f, "bind", v->bind);
+    print_str(f, "ucx_tls", v->ucx_tls);
+    print_str(f, "log_level", v->log_level);
+    print_str(f, "log_dir", v->log_dir);
+}
+
+int ddl_conf_checkpoint_allowed(const ddl_conf_values_t *v, const char *dir)
+{
+    if (!clean_abs_path(dir))
+        return 0;
+    if (v->n_checkpoint_roots == 0)
+        return 1;
+    for (size_t i = 0; i < v->n_checkpoint_roots; i++) {
+        const char *root = v->checkpoint_roots[i];
+        size_t len = strlen(root);
+        while (len > 0 && root[len - 1] == '/')
+            len--;
+        if (strncmp(dir, root, len) == 0 && (dir[len] == '/' || dir[len] == '\0'))
+            return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,308 @@
+/* spank_ddl.c: the Slurm SPANK plugin of ddl (spank_ddl.so), first part.
+ *
+ * It registers the --ddl* options of srun/sbatch/salloc, checks each value
+ * where it is given, reads the administrator's configuration (plugstack
+ * argument config=PATH, default /etc/slurm/ddl.conf) and refuses a --ddl
+ * step whose options break the site's limits or whose configuration file is
+ * invalid.  In each task of a --ddl step (remote context, not the batch or
+ * extern step) it exports the validated settings as DDL_* variables for
+ * ddl-launch.  It does not yet put ddl-launch in place of the task (see
+ * plugins/README.md).  Without --ddl it does nothing.
+ *
+ * Only slurm_* logging here, no shell, nothing run as root beyond reading
+ * the configuration file.
+ */
+#include "config.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+
+#include "conf.h"
+#include "util.h"
+
+SPANK_PLUGIN(ddl, 1);
+
+enum {
+    OPT_DDL = 1,
+    OPT_CHECKPOINT_DIR,
+    OPT_RESTARTS,
+    OPT_SPARES,
+    OPT_HEARTBEAT,
+    OPT_HANG_TIMEOUT,
+    OPT_BIND,
+    OPT_VERBOSE,
+};
+
+/* The user's options; -1 or NULL: not given. */
+static struct {
+    int enabled;
+    int verbose;
+    long restarts, spares, heartbeat_s, hang_timeout_s;
+    char checkpoint_dir[PATH_MAX];
+    char bind[256];
+} ddl_opt = {.restarts = -1, .spares = -1, .heartbeat_s = -1, .hang_timeout_s = -1};
+
+static char ddl_conf_file[PATH_MAX] = DDL_CONF_DEFAULT_PATH;
+static ddl_conf_t *ddl_conf;
+static ddl_error_t ddl_conf_err;
+static int ddl_skip_step; /* batch or extern step: nothing to do */
+
+/* cpulist_ok: "N" or "N-M" items separated by ','. */
+static int cpulist_ok(const char *s, size_t len)
+{
+    size_t i = 0;
+    if (len == 0)
+        return 0;
+    while (i < len) {
+        size_t d = 0;
+        unsigned long lo = 0, hi;
+        while (i < len && s[i] >= '0' && s[i] <= '9' && d < 6)
+            lo = lo * 10 + (unsigned long)(s[i++] - '0'), d++;
+        if (d == 0 || (i < len && s[i] >= '0' && s[i] <= '9'))
+            return 0;
+        if (i < len && s[i] == '-') {
+            i++;
+            d = 0;
+            hi = 0;
+            while (i < len && s[i] >= '0' && s[i] <= '9' && d < 6)
+                hi = hi * 10 + (unsigned long)(s[i++] - '0'), d++;
+            if (d == 0 || hi < lo || (i < len && s[i] >= '0' && s[i] <= '9'))
+                return 0;
+        }
+        if (i == len)
+            break;
+        if (s[i] != ',' || i + 1 == len)
+            return 0;
+        i++;
+    }
+    return 1;
+}
+
+/* bind_ok: auto, none, or CPU lists separated by ':' (one per local rank). */
+static int bind_ok(const char *s)
+{
+    if (strcmp(s, "auto") == 0 || strcmp(s, "none") == 0)
+        return 1;
+    for (;;) {
+        const char *c = strchr(s, ':');
+        size_t len = c ? (size_t)(c - s) : strlen(s);
+        if (!cpulist_ok(s, len))
+            return 0;
+        if (!c)
+            return 1;
+        s = c + 1;
+    }
+}
+
+static int opt_number(const char *name, const char *arg, long min, long max, const char *what,
+                      long *out)
+{
+    if (!arg || ddl_parse_long(arg, min, max, out) < 0) {
+        slurm_error("ddl: --%s: '%s' is not a %s (%ld-%ld)", name, arg ? arg : "", what, min, max);
+        return -1;
+    }
+    return 0;
+}
+
+static int opt_cb(int val, const char *arg, int remote)
+{
+    static const ddl_conf_values_t any_root; /* no roots: only the path's form is checked */
+    (void)remote;
+    switch (val) {
+    case OPT_DDL:
+        ddl_opt.enabled = 1;
+        return 0;
+    case OPT_VERBOSE:
+        ddl_opt.verbose = 1;
+        return 0;
+    case OPT_RESTARTS:
+        return opt_number("ddl-restarts", arg, 0, 100, "number", &ddl_opt.restarts);
+    case OPT_SPARES:
+        return opt_number("ddl-spares", arg, 0, 1024, "number", &ddl_opt.spares);
+    case OPT_HEARTBEAT:
+        return opt_number("ddl-heartbeat", arg, 1, 60, "number of seconds", &ddl_opt.heartbeat_s);
+    case OPT_HANG_TIMEOUT:
+        return opt_number("ddl-hang-timeout", arg, 1, 86400, "number of seconds",
+                          &ddl_opt.hang_timeout_s);
+    case OPT_CHECKPOINT_DIR:
+        if (!arg || strlen(arg) >= sizeof ddl_opt.checkpoint_dir ||
+            !ddl_conf_checkpoint_allowed(&any_root, arg)) {
+            slurm_error("ddl: --ddl-checkpoint-dir: '%s' is not an absolute path without '.' "
+                        "or '..'",
+                        arg ? arg : "");
+            return -1;
+        }
+        snprintf(ddl_opt.checkpoint_dir, sizeof ddl_opt.checkpoint_dir, "%s", arg);
+        return 0;
+    case OPT_BIND:
+        if (!arg || strlen(arg) >= sizeof ddl_opt.bind || !bind_ok(arg)) {
+            slurm_error("ddl: --ddl-bind: '%s' is not auto, none or CPU lists separated by ':' "
+                        "(like 0-3:4-7)",
+                        arg ? arg : "");
+            return -1;
+        }
+        snprintf(ddl_opt.bind, sizeof ddl_opt.bind, "%s", arg);
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+static struct spank_option ddl_options[] = {
+    {"ddl", NULL, "run the step's tasks under ddl (bootstrap, placement, supervision)", 0, OPT_DDL,
+     opt_cb},
+    {"ddl-checkpoint-dir", "DIR", "ddl: directory of the step's checkpoints (absolute)", 1,
+     OPT_CHECKPOINT_DIR, opt_cb},
+    {"ddl-restarts", "N", "ddl: restarts allowed after a failure (0-100, site limit applies)", 1,
+     OPT_RESTARTS, opt_cb},
+    {"ddl-spares", "N", "ddl: nodes held as spares (0-1024)", 1, OPT_SPARES, opt_cb},
+    {"ddl-heartbeat", "SECONDS", "ddl: seconds between heartbeats (1-60)", 1, OPT_HEARTBEAT,
+     opt_cb},
+    {"ddl-hang-timeout", "SECONDS", "ddl: seconds without progress before a rank counts as hung", 1,
+     OPT_HANG_TIMEOUT, opt_cb},
+    {"ddl-bind", "auto|none|LIST", "ddl: placement of ranks (LIST: CPU lists separated by ':')", 1,
+     OPT_BIND, opt_cb},
+    {"ddl-verbose", NULL, "ddl: report what ddl does", 0, OPT_VERBOSE, opt_cb},
+};
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    spank_context_t ctx = spank_context();
+    for (int i = 0; i < ac; i++) {
+        if (strncmp(av[i], "config=", 7) == 0 && av[i][7] == '/' &&
+            strlen(av[i] + 7) < sizeof ddl_conf_file) {
+            snprintf(ddl_conf_file, sizeof ddl_conf_file, "%s", av[i] + 7);
+            continue;
+        }
+        slurm_error("ddl: plugstack.conf: unknown argument '%s' (expected config=/ABSOLUTE/PATH)",
+                    av[i]);
+        return -1;
+    }
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR)
+        return 0;
+    for (size_t i = 0; i < sizeof ddl_options / sizeof ddl_options[0]; i++) {
+        if (spank_option_register(sp, &ddl_options[i]) != ESPANK_SUCCESS) {
+            slurm_error("ddl: cannot register option --%s", ddl_options[i].name);
+            return -1;
+        }
+    }
+    /* An invalid file is remembered, not fatal: only --ddl steps need it. */
+    ddl_conf = ddl_conf_load(ddl_conf_file, &ddl_conf_err);
+    return 0;
+}
+
+/* job_partition: the step's partition, for the per-partition values. */
+static const char *job_partition(spank_t sp, char *buf, int len)
+{
+    if (spank_context() == S_CTX_REMOTE)
+        return spank_getenv(sp, "SLURM_JOB_PARTITION", buf, len) == ESPANK_SUCCESS ? buf : NULL;
+    const char *p = getenv("SLURM_JOB_PARTITION");
+    if (!p)
+        return NULL;
+    snprintf(buf, (size_t)len, "%s", p);
+    return buf;
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (!ddl_opt.enabled)
+        return 0;
+    if (!ddl_conf) {
+        slurm_error("ddl: %s", ddl_conf_err.text);
+        return -1;
+    }
+    char part[128];
+    const ddl_conf_values_t *v = ddl_conf_get(ddl_conf, job_partition(sp, part, sizeof part));
+    if (ddl_opt.restarts > v->max_restarts) {
+        slurm_error("ddl: --ddl-restarts: %ld is more than this site allows (max_restarts = %ld "
+                    "in %s)",
+                    ddl_opt.restarts, v->max_restarts, ddl_conf_file);
+        return -1;
+    }
+    if (ddl_opt.hang_timeout_s >= 0 && (ddl_opt.hang_timeout_s < v->hang_timeout_min ||
+                                        ddl_opt.hang_timeout_s > v->hang_timeout_max)) {
+        slurm_error("ddl: --ddl-hang-timeout: %ld is outside this site's range (%ld-%ld in %s)",
+                    ddl_opt.hang_timeout_s, v->hang_timeout_min, v->hang_timeout_max,
+                    ddl_conf_file);
+        return -1;
+    }
+    if (ddl_opt.heartbeat_s >= v->node_timeout) {
+        slurm_error("ddl: --ddl-heartbeat: %ld must be less than node_timeout (%ld in %s)",
+                    ddl_opt.heartbeat_s, v->node_timeout, ddl_conf_file);
+        return -1;
+    }
+    if (ddl_opt.checkpoint_dir[0] && !ddl_conf_checkpoint_allowed(v, ddl_opt.checkpoint_dir)) {
+        slurm_error("ddl: --ddl-checkpoint-dir: '%s' is not under a checkpoint root allowed "
+                    "by %s",
+                    ddl_opt.checkpoint_dir, ddl_conf_file);
+        return -1;
+    }
+    if (spank_context() == S_CTX_REMOTE) {
+        uint32_t step = 0;
+        if (spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS &&
+            (step == SLURM_BATCH_SCRIPT || step == SLURM_EXTERN_CONT))
+            ddl_skip_step = 1;
+    }
+    return 0;
+}
+
+static int set_env(spank_t sp, const char *name, const char *value)
+{
+    spank_err_t rc = spank_setenv(sp, name, value, 1);
+    if (rc != ESPANK_SUCCESS) {
+        slurm_error("ddl: cannot set %s in the task's environment: %s", name, spank_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+static int set_env_long(spank_t sp, const char *name, long value)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%ld", value);
+    return set_env(sp, name, buf);
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (!ddl_opt.enabled || ddl_skip_step || !ddl_conf || spank_context() != S_CTX_REMOTE)
+        return 0;
+    char part[128];
+    const ddl_conf_values_t *v = ddl_conf_get(ddl_conf, job_partition(sp, part, sizeof part));
+    long restarts = ddl_opt.restarts >= 0 ? ddl_opt.restarts : v->max_restarts;
+    long spares = ddl_opt.spares >= 0 ? ddl_opt.spares : 0;
+    long heartbeat = ddl_opt.heartbeat_s >= 0 ? ddl_opt.heartbeat_s : v->heartbeat_interval;
+    long hang = ddl_opt.hang_timeout_s >= 0 ? ddl_opt.hang_timeout_s : v->hang_timeout_max;
+    const char *bind = ddl_opt.bind[0] ? ddl_opt.bind : v->bind;
+    if (set_env(sp, "DDL_ENABLED", "1") < 0 ||
+        (ddl_opt.checkpoint_dir[0] &&
+         set_env(sp, "DDL_CHECKPOINT_DIR", ddl_opt.checkpoint_dir) < 0) ||
+        set_env_long(sp, "DDL_RESTARTS", restarts) < 0 ||
+        set_env_long(sp, "DDL_SPARES", spares) < 0 ||
+        set_env_long(sp, "DDL_HEARTBEAT_S", heartbeat) < 0 ||
+        set_env_long(sp, "DDL_HANG_TIMEOUT_S", hang) < 0 || set_env(sp, "DDL_BIND", bind) < 0 ||
+        set_env(sp, "DDL_VERBOSE", ddl_opt.verbose ? "1" : "0") < 0 ||
+        set_env(sp, "DDL_CONFIG", ddl_conf_file) < 0)
+        return -1;
+    return 0;
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+    (void)sp;
+    (void)ac;
+    (void)av;
+    ddl_conf_free(ddl_conf);
+    ddl_conf = NULL;
+    return 0;
+}
