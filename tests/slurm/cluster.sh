@@ -171,6 +171,11 @@ do_stop() {
         [ -n "$pids" ] && kill -KILL $pids 2>/dev/null || true
         ip netns del "$ns" 2>/dev/null || true
     done
+    # The host end of a crashed node's veth (set down by `crash`) can outlive
+    # its namespace: delete the host ends, or the next start cannot make them.
+    for l in $(ip -o link show 2>/dev/null | sed -n 's/^[0-9]*: \(vddl[0-9]*\)@.*/\1/p'); do
+        ip link del "$l" 2>/dev/null || true
+    done
     ip link del "$BR" 2>/dev/null || true
     pkill -KILL -f "slurmctld -f $DIR/slurm.conf" 2>/dev/null || true
     pkill -KILL -f "slurmd -f $DIR/slurm.conf" 2>/dev/null || true
