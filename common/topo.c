@@ -665,62 +665,21 @@ static ddl_topo_rel_t rel_numa_nic(const ddl_topo_t *t, int os_index, int nic)
 
 /* ---------------------------------------------------------------- CPU lists */
 
+static void bitmap_add(void *ctx, unsigned lo, unsigned hi)
+{
+    hwloc_bitmap_set_range(ctx, lo, (int)hi);
+}
+
+/* cpulist_parse: a CPU list (ddl_cpulist_parse's syntax) into out. */
 static int cpulist_parse(const char *text, hwloc_bitmap_t out, ddl_error_t *err)
 {
-    const char *p = text;
     hwloc_bitmap_zero(out);
-    if (!text || !*text) {
-        errno = EINVAL;
-        return ddl_errprintf(err, "empty CPU list (expected numbers and ranges like 0-3,8)");
-    }
-    for (;;) {
-        char *end;
-        long lo, hi;
-        if (!isdigit((unsigned char)*p))
-            goto bad;
-        errno = 0;
-        lo = strtol(p, &end, 10);
-        if (errno || lo > 65535)
-            goto bad;
-        p = end;
-        hi = lo;
-        if (*p == '-') {
-            p++;
-            if (!isdigit((unsigned char)*p))
-                goto bad;
-            errno = 0;
-            hi = strtol(p, &end, 10);
-            if (errno || hi > 65535 || hi < lo)
-                goto bad;
-            p = end;
-        }
-        hwloc_bitmap_set_range(out, (unsigned)lo, (int)hi);
-        if (*p == '\0')
-            return 0;
-        if (*p != ',')
-            goto bad;
-        p++;
-    }
-bad:
-    errno = EINVAL;
-    return ddl_errprintf(err,
-                         "'%s' is not a CPU list: bad part '%s' (expected numbers below 65536 "
-                         "and ranges like 0-3,8,10-11)",
-                         text, *p ? p : "(end)");
+    return ddl_cpulist_parse(text, bitmap_add, out, err);
 }
 
 int ddl_topo_cpulist_check(const char *text, ddl_error_t *err)
 {
-    hwloc_bitmap_t b = hwloc_bitmap_alloc();
-    if (!b) {
-        errno = ENOMEM;
-        return ddl_errprintf(err, "out of memory");
-    }
-    int rc = cpulist_parse(text, b, err);
-    int e = errno;
-    hwloc_bitmap_free(b);
-    errno = e;
-    return rc;
+    return ddl_cpulist_parse(text, NULL, NULL, err);
 }
 
 /* allowed_set: the PUs ranks may use (see ddl_topo_assign). */

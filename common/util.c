@@ -242,3 +242,69 @@ void ddl_json_str(const char *s)
     }
     putchar('"');
 }
+
+int ddl_cpulist_parse(const char *text, void (*add)(void *ctx, unsigned lo, unsigned hi),
+                      void *ctx, ddl_error_t *err)
+{
+    const char *p = text;
+    if (!text || !*text) {
+        errno = EINVAL;
+        return ddl_errprintf(err, "empty CPU list (expected numbers and ranges like 0-3,8)");
+    }
+    for (;;) {
+        char *end;
+        long lo, hi;
+        if (*p < '0' || *p > '9')
+            goto bad;
+        errno = 0;
+        lo = strtol(p, &end, 10);
+        if (errno || lo > 65535)
+            goto bad;
+        p = end;
+        hi = lo;
+        if (*p == '-') {
+            p++;
+            if (*p < '0' || *p > '9')
+                goto bad;
+            errno = 0;
+            hi = strtol(p, &end, 10);
+            if (errno || hi > 65535 || hi < lo)
+                goto bad;
+            p = end;
+        }
+        if (add)
+            add(ctx, (unsigned)lo, (unsigned)hi);
+        if (*p == '\0')
+            return 0;
+        if (*p != ',')
+            goto bad;
+        p++;
+    }
+bad:
+    errno = EINVAL;
+    return ddl_errprintf(err,
+                         "'%s' is not a CPU list: bad part '%s' (expected numbers below 65536 "
+                         "and ranges like 0-3,8,10-11)",
+                         text, *p ? p : "(end)");
+}
+
+int ddl_bind_check(const char *text, ddl_error_t *err)
+{
+    if (strcmp(text, "auto") == 0 || strcmp(text, "none") == 0)
+        return 0;
+    for (const char *p = text;;) {
+        const char *c = strchr(p, ':');
+        char *entry = strndup(p, c ? (size_t)(c - p) : strlen(p));
+        if (!entry) {
+            errno = ENOMEM;
+            return ddl_errprintf(err, "out of memory");
+        }
+        int rc = ddl_cpulist_parse(entry, NULL, NULL, err);
+        free(entry);
+        if (rc < 0)
+            return -1;
+        if (!c)
+            return 0;
+        p = c + 1;
+    }
+}

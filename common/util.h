@@ -65,6 +65,19 @@ const char *ddl_describe_wait_status(int status, char *buf, size_t len);
  * the exit status, or 128 + signal number. */
 int ddl_wait_status_code(int status);
 
+/* ddl_cpulist_parse: parse a CPU list ("0-3,8,10-11": decimal numbers
+ * below 65536, ranges low-high, separated by commas), calling add(ctx, lo,
+ * hi) for each item when add is not NULL.  0 on success; -1 with errno
+ * EINVAL and a message naming the bad part otherwise (add may have been
+ * called for the items before it).  No hwloc: the Slurm plugin uses it. */
+int ddl_cpulist_parse(const char *text, void (*add)(void *ctx, unsigned lo, unsigned hi),
+                      void *ctx, ddl_error_t *err);
+
+/* ddl_bind_check: 0 if text is a placement policy: "auto", "none", or CPU
+ * lists separated by ':' (one per local rank, like 0-3:4-7); -1 with errno
+ * EINVAL (ENOMEM) and the reason for the first bad list otherwise. */
+int ddl_bind_check(const char *text, ddl_error_t *err);
+
 /* ddl_json_str: print s (NULL prints "") to stdout as a JSON string, with
  * quotes, backslashes and control characters escaped. */
 void ddl_json_str(const char *s);

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "ddlrun.h"
-#include "topo.h"
 
 const char ddlrun_usage[] =
     "usage: ddlrun -n N [options] [--] PROG [ARGS...]\n"
@@ -48,20 +47,9 @@ static int parse_bind(const char *arg, ddlrun_opts_t *o, ddl_error_t *err)
         o->bind_list = NULL;
         return 0;
     }
-    for (const char *p = arg;;) {
-        const char *c = strchr(p, ':');
-        char *entry = strndup(p, c ? (size_t)(c - p) : strlen(p));
-        if (!entry)
-            return ddl_errprintf(err, "--bind: out of memory");
-        int rc = ddl_topo_cpulist_check(entry, &e2);
-        free(entry);
-        if (rc < 0)
-            return ddl_errprintf(err, "--bind: '%s' is not auto, none or CPU lists separated by "
-                                 "':' (like 0-3:4-7): %s", arg, e2.text);
-        if (!c)
-            break;
-        p = c + 1;
-    }
+    if (ddl_bind_check(arg, &e2) < 0)
+        return ddl_errprintf(err, "--bind: '%s' is not auto, none or CPU lists separated by "
+                             "':' (like 0-3:4-7): %s", arg, e2.text);
     o->bind = DDLRUN_BIND_LIST;
     o->bind_list = arg;
     return 0;

@@ -53,53 +53,6 @@ static ddl_conf_t *ddl_conf;
 static ddl_error_t ddl_conf_err;
 static int ddl_skip_step; /* batch or extern step: nothing to do */
 
-/* cpulist_ok: "N" or "N-M" items separated by ','. */
-static int cpulist_ok(const char *s, size_t len)
-{
-    size_t i = 0;
-    if (len == 0)
-        return 0;
-    while (i < len) {
-        size_t d = 0;
-        unsigned long lo = 0, hi;
-        while (i < len && s[i] >= '0' && s[i] <= '9' && d < 6)
-            lo = lo * 10 + (unsigned long)(s[i++] - '0'), d++;
-        if (d == 0 || (i < len && s[i] >= '0' && s[i] <= '9'))
-            return 0;
-        if (i < len && s[i] == '-') {
-            i++;
-            d = 0;
-            hi = 0;
-            while (i < len && s[i] >= '0' && s[i] <= '9' && d < 6)
-                hi = hi * 10 + (unsigned long)(s[i++] - '0'), d++;
-            if (d == 0 || hi < lo || (i < len && s[i] >= '0' && s[i] <= '9'))
-                return 0;
-        }
-        if (i == len)
-            break;
-        if (s[i] != ',' || i + 1 == len)
-            return 0;
-        i++;
-    }
-    return 1;
-}
-
-/* bind_ok: auto, none, or CPU lists separated by ':' (one per local rank). */
-static int bind_ok(const char *s)
-{
-    if (strcmp(s, "auto") == 0 || strcmp(s, "none") == 0)
-        return 1;
-    for (;;) {
-        const char *c = strchr(s, ':');
-        size_t len = c ? (size_t)(c - s) : strlen(s);
-        if (!cpulist_ok(s, len))
-            return 0;
-        if (!c)
-            return 1;
-        s = c + 1;
-    }
-}
-
 static int opt_number(const char *name, const char *arg, long min, long max, const char *what,
                       long *out)
 {
@@ -113,6 +66,7 @@ static int opt_number(const char *name, const char *arg, long min, long max, con
 static int opt_cb(int val, const char *arg, int remote)
 {
     static const ddl_conf_values_t any_root; /* no roots: only the path's form is checked */
+    ddl_error_t bind_err = {""};
     (void)remote;
     switch (val) {
     case OPT_DDL:
@@ -141,10 +95,11 @@ static int opt_cb(int val, const char *arg, int remote)
         snprintf(ddl_opt.checkpoint_dir, sizeof ddl_opt.checkpoint_dir, "%s", arg);
         return 0;
     case OPT_BIND:
-        if (!arg || strlen(arg) >= sizeof ddl_opt.bind || !bind_ok(arg)) {
+        if (!arg || strlen(arg) >= sizeof ddl_opt.bind || ddl_bind_check(arg, &bind_err) < 0) {
             slurm_error("ddl: --ddl-bind: '%s' is not auto, none or CPU lists separated by ':' "
-                        "(like 0-3:4-7)",
-                        arg ? arg : "");
+                        "(like 0-3:4-7)%s%s",
+                        arg ? arg : "", arg && strlen(arg) < sizeof ddl_opt.bind ? ": " : "",
+                        arg && strlen(arg) < sizeof ddl_opt.bind ? bind_err.text : "");
             return -1;
         }
         snprintf(ddl_opt.bind, sizeof ddl_opt.bind, "%s", arg);
@@ -155,7 +110,8 @@ static int opt_cb(int val, const char *arg, int remote)
 }
 
 static struct spank_option ddl_options[] = {
-    {"ddl", NULL, "run the step's tasks under ddl (bootstrap, placement, supervision)", 0, OPT_DDL,
+    {"ddl", NULL, "a ddl step: check the --ddl-* options against the site's ddl.conf and pass "
+                  "them to the tasks as DDL_* (task supervision is not there yet)", 0, OPT_DDL,
      opt_cb},
     {"ddl-checkpoint-dir", "DIR", "ddl: directory of the step's checkpoints (absolute)", 1,
      OPT_CHECKPOINT_DIR, opt_cb},

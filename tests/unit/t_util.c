@@ -152,9 +152,41 @@ static void test_log_levels(void)
     is(ddl_log_get_level(), DDL_LOG_WARN, "default level without the variable");
 }
 
+static void add_range(void *ctx, unsigned lo, unsigned hi)
+{
+    unsigned *sum = ctx;
+    *sum += (hi - lo + 1) * 1000 + lo; /* count and start of each item */
+}
+
+static void test_cpulists(void)
+{
+    ddl_error_t err;
+    unsigned sum = 0;
+    ok(ddl_cpulist_parse("0-3,8,10-11", add_range, &sum, &err) == 0, "0-3,8,10-11 parses");
+    is(sum, 4000 + 0 + 1000 + 8 + 2000 + 10, "... into 0-3, 8 and 10-11");
+    ok(ddl_cpulist_parse("65535", NULL, NULL, &err) == 0, "65535 is the largest CPU number");
+    static const char *const bad[] = {"", "x", "1,", ",1", "3-1", "1-", "65536", "1 2", "1--2",
+                                      "0-3:4"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        errno = 0;
+        ok(ddl_cpulist_parse(bad[i], NULL, NULL, &err) == -1 && errno == EINVAL,
+           "'%s' is not a CPU list", bad[i]);
+    }
+    ok(strstr(err.text, "bad part ':4'") != NULL, "the message names the bad part: %s", err.text);
+    ok(ddl_bind_check("auto", &err) == 0 && ddl_bind_check("none", &err) == 0,
+       "bind policies auto and none");
+    ok(ddl_bind_check("0-3:4-7", &err) == 0, "bind lists 0-3:4-7");
+    errno = 0;
+    ok(ddl_bind_check("0-3::4", &err) == -1 && errno == EINVAL, "an empty list between ':' is refused");
+    ok(ddl_bind_check("0:70000", &err) == -1 && strstr(err.text, "70000") != NULL,
+       "a bad second list is refused, naming it");
+    ok(ddl_bind_check("Auto", &err) == -1, "policies are case-sensitive");
+}
+
 int main(void)
 {
     plan(NO_PLAN);
+    test_cpulists();
     test_parse();
     test_wait_status();
     test_runtime_dir();
