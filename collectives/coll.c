@@ -44,9 +44,6 @@ ddl_status_t ddl_validate(const ddl_opdesc_t *d)
         return ddl_fail(DDL_ERR_INVALID, "communicator is NULL");
     if ((st = ddl_comm_check_abort(d->comm)) != DDL_OK)
         return st;
-    if (ddl_ctx.failed_peer >= 0)
-        return ddl_fail(DDL_ERR_PEER, "rank %d failed earlier; the job must restart",
-                        ddl_ctx.failed_peer);
     if (d->kind == DDL_OPK_BARRIER)
         return DDL_OK;
     size_t es = ddl_dtype_size(d->dtype);

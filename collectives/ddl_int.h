@@ -74,8 +74,6 @@ typedef struct {
     uint8_t *peer_addrs;  /* every rank's UCX worker address, back to back */
     size_t *peer_off;     /* offset of rank i's address in peer_addrs */
     ucp_ep_h *eps;        /* created on first use */
-    volatile int failed_peer; /* world rank whose endpoint failed, -1 if none */
-    ucs_status_t failed_status;
 
     ddl_comm_t world;
     ddl_comm_t node;   /* ranks on this node */
@@ -123,8 +121,9 @@ ddl_status_t ddl_tl_isend(ddl_comm_t *comm, int dst, const void *buf, size_t len
 ddl_status_t ddl_tl_irecv(ddl_comm_t *comm, void *buf, size_t len, uint64_t tag, void **req);
 
 /* Progress until every non-NULL request in reqs[0..n) completes; sets them
- * to NULL.  Returns DDL_ERR_ABORTED as soon as comm is aborted, and an error
- * when a peer fails; then the remaining requests are cancelled (receives)
+ * to NULL.  Returns DDL_ERR_ABORTED as soon as comm is aborted, and the
+ * error of a request that UCX completes with one; then the remaining
+ * requests are cancelled (receives)
  * or abandoned to UCX (sends) without waiting. */
 ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n);
 

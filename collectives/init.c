@@ -18,7 +18,7 @@
 #include "sock.h"
 #include "util.h"
 
-ddl_ctx_t ddl_ctx = {.size = 1, .local_size = 1, .nnodes = 1, .agent_fd = -1, .failed_peer = -1};
+ddl_ctx_t ddl_ctx = {.size = 1, .local_size = 1, .nnodes = 1, .agent_fd = -1};
 
 #define DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S 120
 #define BOOT_HDR (2 * sizeof(int32_t)) /* node id, local rank */
@@ -153,8 +153,7 @@ static void release(void)
     free(ddl_ctx.eps);
     ddl_comms_release();
     ddl_scratch_free();
-    ddl_ctx = (ddl_ctx_t){.size = 1, .local_size = 1, .nnodes = 1, .agent_fd = -1,
-                          .failed_peer = -1};
+    ddl_ctx = (ddl_ctx_t){.size = 1, .local_size = 1, .nnodes = 1, .agent_fd = -1};
 }
 
 ddl_status_t ddl_init(void)
@@ -208,7 +207,7 @@ ddl_status_t ddl_finalize(void)
     ddl_status_t ckst = ddl_ckpt_finish_pending(); /* collective, so before the engine stops */
     ddl_engine_stop();
     /* No rank tears down its endpoints while a peer may still send to it. */
-    if (ddl_ctx.size > 1 && ddl_ctx.failed_peer < 0 && !atomic_load(&ddl_ctx.world.aborted))
+    if (ddl_ctx.size > 1 && !atomic_load(&ddl_ctx.world.aborted))
         st = ddl_barrier_dissemination(&ddl_ctx.world);
     release();
     return ckst != DDL_OK ? ckst : st;

@@ -80,22 +80,12 @@ void ddl_tl_release_address(void *addr)
         ucp_worker_release_address(ddl_ctx.worker, addr);
 }
 
-static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
-{
-    int peer = (int)(intptr_t)arg;
-    if (ddl_ctx.failed_peer < 0) {
-        ddl_ctx.failed_peer = peer;
-        ddl_ctx.failed_status = status;
-    }
-}
-
 static ucp_ep_h get_ep(int world_peer, ddl_status_t *st)
 {
     if (ddl_ctx.eps[world_peer])
         return ddl_ctx.eps[world_peer];
     ucp_ep_params_t ep = {
-        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
         .address = (const ucp_address_t *)(ddl_ctx.peer_addrs + ddl_ctx.peer_off[world_peer]),
         /* Not UCP_ERR_HANDLING_MODE_PEER: in UCX 1.13 no shared-memory
          * transport supports it, so it would push every transfer inside a
@@ -103,7 +93,6 @@ static ucp_ep_h get_ep(int world_peer, ddl_status_t *st)
          * dead peer: the supervisor must abort the communicator (ddlrun
          * stops the whole job; agent-driven aborts come with issue 6). */
         .err_mode = UCP_ERR_HANDLING_MODE_NONE,
-        .err_handler = {.cb = ep_error_cb, .arg = (void *)(intptr_t)world_peer},
     };
     ucs_status_t us = ucp_ep_create(ddl_ctx.worker, &ep, &ddl_ctx.eps[world_peer]);
     if (us != UCS_OK) {
@@ -192,9 +181,6 @@ ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n)
             return result;
         if (result == DDL_OK && ddl_is_aborted(comm))
             result = ddl_comm_check_abort(comm);
-        if (result == DDL_OK && ddl_ctx.failed_peer >= 0)
-            result = ddl_fail(DDL_ERR_PEER, "connection to rank %d failed: %s",
-                              ddl_ctx.failed_peer, ucs_status_string(ddl_ctx.failed_status));
         if (result != DDL_OK) {
             abandon(reqs, n);
             return result;
@@ -221,13 +207,13 @@ ddl_status_t ddl_tl_sendrecv(ddl_comm_t *comm, uint32_t seq, int dst, const void
     return ddl_tl_waitall(comm, reqs, 2);
 }
 
-/* close_eps: flush and close every endpoint (force-close after an abort or
- * a failure: a flush could wait for a peer that is gone), giving up on one
+/* close_eps: flush and close every endpoint (force-close after an abort: a
+ * flush could wait for a peer that is gone), giving up on one
  * that has not closed after a bounded number of progress calls. */
 static void close_eps(void)
 {
     const int64_t limit = 200000; /* progress iterations, then cancel */
-    int force = ddl_ctx.failed_peer >= 0 || atomic_load(&ddl_ctx.world.aborted);
+    int force = atomic_load(&ddl_ctx.world.aborted) != 0;
     for (int i = 0; i < ddl_ctx.size; i++) {
         if (!ddl_ctx.eps[i])
             continue;
