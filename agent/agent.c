@@ -6,6 +6,13 @@
  * is checked with SO_PEERCRED: only the agent's own uid and root are served.
  * Sockets are non-blocking with per-connection input/output buffers, so one
  * slow client never stalls the others.
+ *
+ * A step on several nodes has one agent per node.  The leader (the agent of
+ * rank 0's node) also listens on TCP; every other agent connects to it and
+ * says PEER_HELLO with the step's secret before anything else is accepted.
+ * An exchange then goes: workers -> their agent; a complete node sends
+ * NODE_GATHER to the leader; the leader, once it has every rank, sends the
+ * ALLGATHER_RESULT to every agent, which hands it to its workers.
  */
 #include "config.h"
 
@@ -25,8 +32,12 @@
 #include "proto.h"
 #include "sock.h"
 
+enum { CONN_UNIX, CONN_TCP_NEW, CONN_PEER, CONN_LEADER };
+
 typedef struct {
     int fd;
+    int kind;         /* CONN_*: local client, TCP before/after PEER_HELLO, link to the leader */
+    uint32_t node_id; /* CONN_PEER: the node it speaks for */
     uid_t uid;
     pid_t pid;
     int rank; /* rank whose supervisor this is, -1 otherwise */
@@ -39,13 +50,18 @@ typedef struct {
 
 typedef struct {
     const ddl_agent_opts_t *opts;
-    int lfd, sfd;
+    int lfd, sfd, tfd;
+    uint8_t *is_local;  /* per world rank: served by this agent */
+    uint32_t nlocal;    /* how many */
+    int leader;         /* this agent serves the world-wide exchanges */
+    conn_t *up;         /* others: the link to the leader (NULL once lost) */
+    int64_t started_ms;
     conn_t **conns;
     size_t nconns, cap;
     ddl_rank_info_t *ranks;
     /* the bootstrap allgather in progress */
     int ag_active;
-    uint32_t ag_gen, ag_seq, ag_got;
+    uint32_t ag_gen, ag_seq, ag_got; /* leader: ranks in; others: local ranks in */
     uint8_t **ag_blob;
     uint32_t *ag_len;
     conn_t **ag_waiter;
@@ -110,6 +126,14 @@ static void ag_reset(agent_t *a)
     a->ag_got = 0;
 }
 
+/* deliver_result: hand an exchange's result to this node's waiting workers. */
+static void deliver_result(agent_t *a, const ddl_msg_t *m)
+{
+    for (uint32_t i = 0; i < a->opts->size; i++)
+        if (a->ag_waiter[i])
+            conn_queue(a->ag_waiter[i], m);
+}
+
 static void ag_complete(agent_t *a)
 {
     size_t total = 0;
@@ -137,12 +161,80 @@ static void ag_complete(agent_t *a)
     m.u.allgather_result.count = n;
     m.u.allgather_result.lens = a->ag_len;
     m.u.allgather_result.data = data;
-    for (uint32_t i = 0; i < n; i++)
-        if (a->ag_waiter[i])
-            conn_queue(a->ag_waiter[i], &m);
+    deliver_result(a, &m);
+    for (size_t i = 0; i < a->nconns; i++)
+        if (a->conns[i]->kind == CONN_PEER)
+            conn_queue(a->conns[i], &m);
     ddl_debug("allgather %u of generation %u complete (%zu bytes)", a->ag_seq, a->ag_gen, total);
     free(data);
     ag_reset(a);
+}
+
+/* ag_fail: answer every local waiter of the exchange in progress with an
+ * error and forget it. */
+static void ag_fail(agent_t *a, int code, const char *why)
+{
+    if (!a->ag_active)
+        return;
+    for (uint32_t i = 0; i < a->opts->size; i++)
+        if (a->ag_waiter[i])
+            conn_error(a->ag_waiter[i], code, why);
+    ag_reset(a);
+}
+
+/* ag_send_up: a non-leader whose local ranks are all in sends them to the
+ * leader as one NODE_GATHER. */
+static void ag_send_up(agent_t *a)
+{
+    uint32_t *ranks = calloc(a->nlocal ? a->nlocal : 1, sizeof *ranks);
+    uint32_t *lens = calloc(a->nlocal ? a->nlocal : 1, sizeof *lens);
+    size_t total = 0, off = 0, k = 0;
+    for (uint32_t r = 0; r < a->opts->size; r++)
+        if (a->is_local[r])
+            total += a->ag_len[r];
+    uint8_t *data = malloc(total ? total : 1);
+    if (!ranks || !lens || !data) {
+        free(ranks);
+        free(lens);
+        free(data);
+        ag_fail(a, ENOMEM, "agent out of memory");
+        return;
+    }
+    for (uint32_t r = 0; r < a->opts->size; r++) {
+        if (!a->is_local[r])
+            continue;
+        ranks[k] = r;
+        lens[k] = a->ag_len[r];
+        if (lens[k])
+            memcpy(data + off, a->ag_blob[r], lens[k]);
+        off += lens[k];
+        k++;
+    }
+    ddl_msg_t m = {.type = DDL_MSG_NODE_GATHER};
+    m.u.node_gather.gen = a->ag_gen;
+    m.u.node_gather.seq = a->ag_seq;
+    m.u.node_gather.size = a->opts->size;
+    m.u.node_gather.count = (uint32_t)k;
+    m.u.node_gather.ranks = ranks;
+    m.u.node_gather.lens = lens;
+    m.u.node_gather.data = data;
+    if (conn_queue(a->up, &m) < 0)
+        ag_fail(a, EIO, "cannot send to the leader agent");
+    else
+        ddl_debug("allgather %u: node %u's %zu ranks sent to the leader", a->ag_seq,
+                  a->opts->node_id, k);
+    free(ranks);
+    free(lens);
+    free(data);
+}
+
+/* ag_check: act on an exchange whose contributions may be complete. */
+static void ag_check(agent_t *a)
+{
+    if (a->leader && a->ag_got == a->opts->size)
+        ag_complete(a);
+    else if (!a->leader && a->ag_got == a->nlocal)
+        ag_send_up(a);
 }
 
 static void handle_allgather(agent_t *a, conn_t *c, ddl_msg_t *m)
@@ -153,6 +245,15 @@ static void handle_allgather(agent_t *a, conn_t *c, ddl_msg_t *m)
         snprintf(why, sizeof why, "world size %u does not match the step's %u", g->size,
                  a->opts->size);
         conn_error(c, EINVAL, why);
+        return;
+    }
+    if (!a->is_local[g->rank]) {
+        snprintf(why, sizeof why, "rank %u does not run on node %u", g->rank, a->opts->node_id);
+        conn_error(c, EINVAL, why);
+        return;
+    }
+    if (!a->leader && !a->up) {
+        conn_error(c, ECONNRESET, "this node's agent lost its link to the leader agent");
         return;
     }
     if (a->ag_active && (g->seq != a->ag_seq || g->gen != a->ag_gen)) {
@@ -176,21 +277,113 @@ static void handle_allgather(agent_t *a, conn_t *c, ddl_msg_t *m)
     a->ag_got++;
     if (a->ranks[g->rank].wpid == 0)
         a->ranks[g->rank].wpid = c->pid;
-    ddl_debug("allgather %u: rank %u in (%u of %u)", g->seq, g->rank, a->ag_got, a->opts->size);
-    if (a->ag_got == a->opts->size)
-        ag_complete(a);
+    ddl_debug("allgather %u: rank %u in (%u of %u)", g->seq, g->rank, a->ag_got,
+              a->leader ? a->opts->size : a->nlocal);
+    ag_check(a);
+}
+
+/* handle_node_gather: the leader takes another node's contributions. */
+static void handle_node_gather(agent_t *a, conn_t *c, ddl_msg_t *m)
+{
+    typeof(m->u.node_gather) *g = &m->u.node_gather;
+    char why[160];
+    if (g->size != a->opts->size ||
+        (a->ag_active && (g->seq != a->ag_seq || g->gen != a->ag_gen))) {
+        snprintf(why, sizeof why, "node %u: exchange %u/%u of %u ranks does not match %u/%u of "
+                 "%u", c->node_id, g->gen, g->seq, g->size, a->ag_gen, a->ag_seq, a->opts->size);
+        ddl_error("%s", why);
+        conn_error(c, EINVAL, why);
+        return;
+    }
+    for (uint32_t i = 0; i < g->count; i++)
+        if (a->is_local[g->ranks[i]] || a->ag_blob[g->ranks[i]]) {
+            snprintf(why, sizeof why, "node %u sent rank %u, which is already in", c->node_id,
+                     g->ranks[i]);
+            ddl_error("%s", why);
+            conn_error(c, EEXIST, why);
+            return;
+        }
+    a->ag_active = 1;
+    a->ag_gen = g->gen;
+    a->ag_seq = g->seq;
+    size_t off = 0;
+    for (uint32_t i = 0; i < g->count; i++) {
+        uint32_t r = g->ranks[i];
+        a->ag_blob[r] = malloc(g->lens[i] ? g->lens[i] : 1);
+        if (!a->ag_blob[r]) {
+            ag_fail(a, ENOMEM, "leader agent out of memory");
+            return;
+        }
+        memcpy(a->ag_blob[r], g->data + off, g->lens[i]);
+        a->ag_len[r] = g->lens[i];
+        off += g->lens[i];
+        a->ag_got++;
+    }
+    ddl_debug("allgather %u: node %u's %u ranks in (%u of %u)", g->seq, c->node_id, g->count,
+              a->ag_got, a->opts->size);
+    ag_check(a);
+}
+
+/* handle_result: a non-leader receives the leader's result. */
+static void handle_result(agent_t *a, ddl_msg_t *m)
+{
+    typeof(m->u.allgather_result) *r = &m->u.allgather_result;
+    if (!a->ag_active || r->gen != a->ag_gen || r->seq != a->ag_seq ||
+        r->count != a->opts->size) {
+        ddl_warn("ignoring a result %u/%u from the leader (waiting for %u/%u)", r->gen, r->seq,
+                 a->ag_gen, a->ag_seq);
+        return;
+    }
+    deliver_result(a, m);
+    ddl_debug("allgather %u of generation %u complete", r->seq, r->gen);
+    ag_reset(a);
+}
+
+/* handle_hello: a TCP connection proves it is an agent of this step. */
+static void handle_hello(agent_t *a, conn_t *c, ddl_msg_t *m)
+{
+    typeof(m->u.peer_hello) *h = &m->u.peer_hello;
+    const ddl_agent_opts_t *o = a->opts;
+    uint8_t diff = h->secret_len != o->secret_len;
+    for (uint32_t i = 0; i < h->secret_len && i < o->secret_len; i++)
+        diff |= h->secret[i] ^ o->secret[i]; /* no early exit: constant time */
+    if (diff || strcmp(h->step, o->step) != 0 || h->node_id >= o->nnodes ||
+        h->node_id == o->node_id) {
+        ddl_warn("refused an agent connection claiming step %s node %u: wrong step, node or "
+                 "secret", h->step, h->node_id);
+        conn_error(c, EACCES, "not an agent of this step");
+        c->close_after_flush = 1;
+        return;
+    }
+    c->kind = CONN_PEER;
+    c->node_id = h->node_id;
+    ddl_debug("node %u's agent connected", h->node_id);
+    conn_queue(c, &(ddl_msg_t){.type = DDL_MSG_ACK});
 }
 
 static void handle_status(agent_t *a, conn_t *c)
 {
     ddl_msg_t m = {.type = DDL_MSG_STATUS};
+    ddl_rank_info_t *mine = calloc(a->nlocal ? a->nlocal : 1, sizeof *mine);
+    if (!mine) {
+        conn_error(c, ENOMEM, "agent out of memory");
+        c->close_after_flush = 1;
+        return;
+    }
+    uint32_t k = 0;
+    for (uint32_t r = 0; r < a->opts->size; r++)
+        if (a->is_local[r])
+            mine[k++] = a->ranks[r];
     m.u.status.step = (char *)a->opts->step;
     m.u.status.size = a->opts->size;
     m.u.status.gen = a->ag_gen;
     m.u.status.agent_pid = (int32_t)getpid();
-    m.u.status.nranks = a->opts->size;
-    m.u.status.ranks = a->ranks;
+    m.u.status.nranks = k;
+    m.u.status.ranks = mine;
+    m.u.status.node_id = a->opts->node_id;
+    m.u.status.nnodes = a->opts->nnodes;
     conn_queue(c, &m);
+    free(mine);
     c->close_after_flush = 1;
 }
 
@@ -198,12 +391,36 @@ static void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m)
 {
     char why[160];
     uint32_t rank;
+    if (c->kind != CONN_UNIX) {
+        /* TCP: a hello first, then only the exchanges between agents */
+        if (c->kind == CONN_TCP_NEW && m->type == DDL_MSG_PEER_HELLO)
+            handle_hello(a, c, m);
+        else if (c->kind == CONN_PEER && m->type == DDL_MSG_NODE_GATHER)
+            handle_node_gather(a, c, m);
+        else if (c->kind == CONN_LEADER && m->type == DDL_MSG_ALLGATHER_RESULT)
+            handle_result(a, m);
+        else if (c->kind == CONN_LEADER && m->type == DDL_MSG_ERROR) {
+            ddl_error("the leader agent refused this node's exchange: %s", m->u.error.text);
+            ag_fail(a, m->u.error.code, m->u.error.text);
+        } else {
+            ddl_warn("dropping an agent connection (node %u) that sent %s", c->node_id,
+                     ddl_msg_type_str(m->type));
+            conn_error(c, EPROTO, "unexpected message between agents");
+            c->close_after_flush = 1;
+        }
+        return;
+    }
     switch (m->type) {
     case DDL_MSG_REGISTER:
         rank = m->u.reg.rank;
         if (rank >= a->opts->size) {
             snprintf(why, sizeof why, "rank %u is outside the step's world of %u", rank,
                      a->opts->size);
+            conn_error(c, EINVAL, why);
+            return;
+        }
+        if (!a->is_local[rank]) {
+            snprintf(why, sizeof why, "rank %u does not run on node %u", rank, a->opts->node_id);
             conn_error(c, EINVAL, why);
             return;
         }
@@ -251,6 +468,19 @@ static void conn_drop(agent_t *a, size_t idx)
                      c->rank, (int)c->pid, ddl_rank_state_str(r->state));
             r->state = DDL_RANK_FAILED;
         }
+    }
+    if (c->kind == CONN_LEADER) {
+        a->up = NULL;
+        if (!a->shutting_down) {
+            if (a->ag_active)
+                ddl_error("lost the link to the leader agent (%s) during an exchange",
+                          a->opts->leader);
+            else
+                ddl_info("the leader agent (%s) closed its link", a->opts->leader);
+            ag_fail(a, ECONNRESET, "this node's agent lost its link to the leader agent");
+        }
+    } else if (c->kind == CONN_PEER && !a->shutting_down) {
+        ddl_info("node %u's agent closed its link", c->node_id);
     }
     for (uint32_t i = 0; i < a->opts->size; i++)
         if (a->ag_waiter[i] == c)
@@ -332,6 +562,43 @@ static int conn_flush(conn_t *c)
     return c->close_after_flush ? -1 : 0;
 }
 
+static int conn_add(agent_t *a, conn_t *c)
+{
+    if (a->nconns == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        conn_t **nc = realloc(a->conns, cap * sizeof *nc);
+        if (!nc)
+            return -1;
+        a->conns = nc;
+        a->cap = cap;
+    }
+    a->conns[a->nconns++] = c;
+    return 0;
+}
+
+/* do_accept_tcp: another node's agent; it must say hello before anything. */
+static void do_accept_tcp(agent_t *a)
+{
+    for (;;) {
+        int fd = accept4(a->tfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EINTR)
+                ddl_warn("accept (TCP): %m");
+            return;
+        }
+        conn_t *c = calloc(1, sizeof *c);
+        if (!c || conn_add(a, c) < 0) {
+            free(c);
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        c->kind = CONN_TCP_NEW;
+        c->rank = -1;
+        c->uid = (uid_t)-1;
+    }
+}
+
 static void do_accept(agent_t *a)
 {
     for (;;) {
@@ -360,18 +627,68 @@ static void do_accept(agent_t *a)
             conn_free(c);
             continue;
         }
-        if (a->nconns == a->cap) {
-            size_t cap = a->cap ? a->cap * 2 : 16;
-            conn_t **nc = realloc(a->conns, cap * sizeof *nc);
-            if (!nc) {
-                conn_free(c);
-                continue;
-            }
-            a->conns = nc;
-            a->cap = cap;
-        }
-        a->conns[a->nconns++] = c;
+        if (conn_add(a, c) < 0)
+            conn_free(c);
     }
+}
+
+/* connect_up: a non-leader's link to the leader, hello answered. */
+static int connect_up(agent_t *a)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    ddl_error_t err;
+    ddl_msg_t m = {.type = DDL_MSG_PEER_HELLO};
+    int fd = ddl_tcp_connect(o->leader, 30000, &err);
+    if (fd < 0) {
+        ddl_error("node %u: cannot reach the leader agent: %s", o->node_id, err.text);
+        return -1;
+    }
+    m.u.peer_hello.step = (char *)o->step;
+    m.u.peer_hello.node_id = o->node_id;
+    m.u.peer_hello.secret = (uint8_t *)o->secret;
+    m.u.peer_hello.secret_len = o->secret_len;
+    if (ddl_proto_send(fd, &m) < 0 || ddl_proto_recv(fd, &m, 10000, &err) < 0) {
+        ddl_error("node %u: no answer from the leader agent at %s: %s", o->node_id, o->leader,
+                  errno == EPROTO || errno == ETIMEDOUT ? err.text : strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (m.type != DDL_MSG_ACK) {
+        ddl_error("node %u: the leader agent at %s refused this node: %s", o->node_id, o->leader,
+                  m.type == DDL_MSG_ERROR ? m.u.error.text : ddl_msg_type_str(m.type));
+        ddl_msg_clear(&m);
+        close(fd);
+        return -1;
+    }
+    conn_t *c = calloc(1, sizeof *c);
+    if (!c || conn_add(a, c) < 0) {
+        free(c);
+        close(fd);
+        ddl_error("out of memory");
+        return -1;
+    }
+    ddl_fd_set_nonblock(fd, 1);
+    c->fd = fd;
+    c->kind = CONN_LEADER;
+    c->rank = -1;
+    a->up = c;
+    ddl_debug("node %u: linked to the leader agent at %s", o->node_id, o->leader);
+    return 0;
+}
+
+/* all_done: every local rank has ended (one that never registered counts
+ * as ended once supervisors have had time to register). */
+static int all_done(agent_t *a)
+{
+    int late = ddl_now_ms() - a->started_ms > 30000;
+    for (uint32_t r = 0; r < a->opts->size; r++) {
+        if (!a->is_local[r])
+            continue;
+        uint8_t st = a->ranks[r].state;
+        if (st == DDL_RANK_STARTING || st == DDL_RANK_RUNNING || (st == DDL_RANK_PENDING && !late))
+            return 0;
+    }
+    return 1;
 }
 
 static int setup(agent_t *a)
@@ -384,12 +701,32 @@ static int setup(agent_t *a)
     a->ag_blob = calloc(n, sizeof *a->ag_blob);
     a->ag_len = calloc(n, sizeof *a->ag_len);
     a->ag_waiter = calloc(n, sizeof *a->ag_waiter);
-    if (!a->ranks || !a->ag_blob || !a->ag_len || !a->ag_waiter) {
+    a->is_local = calloc(n, 1);
+    if (!a->ranks || !a->ag_blob || !a->ag_len || !a->ag_waiter || !a->is_local) {
         ddl_error("out of memory for a step of %u ranks", n);
         return -1;
     }
     for (uint32_t i = 0; i < n; i++)
         a->ranks[i].rank = i;
+    const ddl_agent_opts_t *o = a->opts;
+    for (uint32_t i = 0; i < (o->local ? o->nlocal : n); i++) {
+        uint32_t r = o->local ? o->local[i] : i;
+        if (r >= n || a->is_local[r]) {
+            ddl_error("local rank list: rank %u is %s", r, r >= n ? "outside the world" : "twice");
+            return -1;
+        }
+        a->is_local[r] = 1;
+        a->nlocal++;
+    }
+    a->leader = o->nnodes <= 1 || !o->leader;
+    a->started_ms = ddl_now_ms();
+    if (o->nnodes > 1 && a->leader && o->tcp_fd < 0) {
+        ddl_error("the leader of a %u-node step needs a TCP socket", o->nnodes);
+        return -1;
+    }
+    a->tfd = a->leader ? o->tcp_fd : -1;
+    if (a->tfd >= 0)
+        ddl_fd_set_nonblock(a->tfd, 1);
 
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
@@ -415,24 +752,28 @@ static int setup(agent_t *a)
         return -1;
     }
     ddl_fd_set_nonblock(a->lfd, 1);
+    if (!a->leader && connect_up(a) < 0)
+        return -1;
     return 0;
 }
 
 int ddl_agent_serve(const ddl_agent_opts_t *opts)
 {
-    agent_t a = {.opts = opts, .lfd = -1, .sfd = -1};
+    agent_t a = {.opts = opts, .lfd = -1, .sfd = -1, .tfd = -1};
     int status = 1;
     struct pollfd *pfds = NULL;
 
     if (setup(&a) < 0)
         goto out;
-    ddl_info("serving step %s (%u ranks) on %s", opts->step, opts->size, opts->socket_path);
+    ddl_info("serving step %s (%u ranks, %u here, node %u of %u%s) on %s", opts->step, opts->size,
+             a.nlocal, opts->node_id, opts->nnodes ? opts->nnodes : 1, a.leader ? ", leader" : "",
+             opts->socket_path);
     if (opts->ready_fd >= 0) {
         ddl_write_full(opts->ready_fd, "1\n", 2);
         close(opts->ready_fd);
     }
     for (;;) {
-        size_t n = a.nconns + 2;
+        size_t n = a.nconns + 3;
         struct pollfd *np = realloc(pfds, n * sizeof *pfds);
         if (!np) {
             ddl_error("out of memory");
@@ -441,13 +782,14 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
         pfds = np;
         pfds[0] = (struct pollfd){.fd = a.sfd, .events = POLLIN};
         pfds[1] = (struct pollfd){.fd = a.lfd, .events = POLLIN};
+        pfds[2] = (struct pollfd){.fd = a.tfd, .events = POLLIN}; /* -1: ignored */
         for (size_t i = 0; i < a.nconns; i++) {
             conn_t *c = a.conns[i];
-            pfds[i + 2] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+            pfds[i + 3] = (struct pollfd){.fd = c->fd, .events = POLLIN};
             if (c->out_off < c->out_len)
-                pfds[i + 2].events |= POLLOUT;
+                pfds[i + 3].events |= POLLOUT;
         }
-        if (poll(pfds, n, -1) < 0) {
+        if (poll(pfds, n, opts->exit_when_done ? 1000 : -1) < 0) {
             if (errno == EINTR)
                 continue;
             ddl_error("poll: %m");
@@ -456,7 +798,7 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
         /* Walk connections from the end, since dropping swaps in the last. */
         for (size_t i = a.nconns; i-- > 0;) {
             conn_t *c = a.conns[i];
-            short re = pfds[i + 2].revents;
+            short re = pfds[i + 3].revents;
             int drop = 0;
             if (re & (POLLIN | POLLHUP | POLLERR))
                 drop = conn_read(&a, c) < 0;
@@ -473,6 +815,18 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
                 conn_drop(&a, i);
         if (pfds[1].revents & POLLIN)
             do_accept(&a);
+        if (pfds[2].revents & POLLIN)
+            do_accept_tcp(&a);
+        if (opts->exit_when_done && all_done(&a)) {
+            int busy = 0; /* flush what is queued first */
+            for (size_t i = 0; i < a.nconns; i++)
+                busy |= a.conns[i]->out_off < a.conns[i]->out_len;
+            if (!busy) {
+                ddl_debug("every rank on this node has ended: exiting");
+                status = 0;
+                goto out;
+            }
+        }
         /* Signals last: what clients sent before them has been handled. */
         if (pfds[0].revents) {
             struct signalfd_siginfo si;
@@ -499,6 +853,9 @@ out:
     free(a.ag_blob);
     free(a.ag_len);
     free(a.ag_waiter);
+    free(a.is_local);
+    if (a.tfd >= 0)
+        close(a.tfd);
     if (a.sfd >= 0)
         close(a.sfd);
     return status;

@@ -10,12 +10,25 @@
 
 #include <stdint.h>
 
+/* A step on one node (ddlrun: the only node) or on several (Slurm): then
+ * the agent of the node of rank 0 is the leader, listens on TCP and serves
+ * the world-wide exchanges; the others connect to it and prove that they
+ * belong to the step with its secret. */
 typedef struct {
     const char *socket_path; /* where to listen (required) */
     const char *step;        /* step id shown by `status` (required) */
     uint32_t size;           /* ranks in the step's world (>= 1) */
     int ready_fd;            /* written "1\n" and closed once listening; -1: none */
     int parent_pid;          /* exit when this process dies (0: don't watch) */
+    /* several nodes (all zero/NULL/-1 for a single node): */
+    uint32_t node_id, nnodes;  /* this node, of nnodes (>= 1) */
+    const uint32_t *local;     /* ranks on this node, nlocal of them; NULL: all */
+    uint32_t nlocal;
+    int tcp_fd;                /* leader: listening TCP socket; -1 otherwise */
+    const char *leader;        /* others: the leader's "IPv4:port" */
+    const uint8_t *secret;     /* the step's secret (when nnodes > 1) */
+    uint32_t secret_len;
+    int exit_when_done;        /* exit once every local rank has ended */
 } ddl_agent_opts_t;
 
 /* ddl_agent_serve: run the daemon until SIGTERM/SIGINT or the parent's

@@ -1,6 +1,8 @@
 /* main.c: the ddl-agent command line.
  *
  *   ddl-agent serve --socket PATH --step ID --size N [--ready-fd FD] [--parent PID]
+ *                   [--node-id K --nnodes M --local-ranks LIST --secret-fd FD
+ *                    (--tcp-fd FD | --leader IP:PORT)] [--exit-when-done]
  *   ddl-agent status [--socket PATH] [--json]
  *   ddl-agent topo [--input FILE.xml] [--ranks N] [--gpus LIST] [--cpus LIST] [--json]
  *   ddl-agent config --check FILE [--partition NAME]
@@ -10,16 +12,19 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "config_cmd.h"
 #include "ddl_version.h"
 #include "log.h"
+#include "proto.h"
 #include "topo_cmd.h"
 #include "util.h"
 
@@ -31,6 +36,8 @@ static void usage(FILE *f)
             "%s"
             "       ddl-agent serve --socket PATH --step ID --size N [--ready-fd FD] "
             "[--parent PID]\n"
+            "                       [--node-id K --nnodes M --local-ranks LIST --secret-fd FD\n"
+            "                        (--tcp-fd FD | --leader IP:PORT)] [--exit-when-done]\n"
             "       ddl-agent --version | --help\n"
             "\n"
             "status   show the ddl steps running on this node: each rank's state, supervisor\n"
@@ -85,6 +92,49 @@ static int cmd_status(int argc, char **argv)
     return ddl_agent_status(path, json);
 }
 
+/* parse_ranks: "0,1,5" into a malloc'd array. */
+static int parse_ranks(const char *text, uint32_t **out, uint32_t *n)
+{
+    char *copy = strdup(text), *save = NULL;
+    uint32_t *r = calloc(strlen(text) / 2 + 1, sizeof *r);
+    long v;
+    *n = 0;
+    if (!copy || !r)
+        goto fail;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (ddl_parse_long(t, 0, (1 << 20) - 1, &v) < 0)
+            goto fail;
+        r[(*n)++] = (uint32_t)v;
+    }
+    if (*n == 0)
+        goto fail;
+    free(copy);
+    *out = r;
+    return 0;
+fail:
+    free(copy);
+    free(r);
+    return -1;
+}
+
+/* read_secret: the step's secret from a pipe (never on the command line,
+ * where every user could read it). */
+static int read_secret(int fd, uint8_t *buf, uint32_t *len)
+{
+    size_t got = 0;
+    ssize_t n;
+    while (got < DDL_PROTO_MAX_SECRET && (n = read(fd, buf + got, DDL_PROTO_MAX_SECRET - got)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        got += (size_t)n;
+    }
+    close(fd);
+    *len = (uint32_t)got;
+    return got >= 16 ? 0 : -1;
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -93,9 +143,19 @@ static int cmd_serve(int argc, char **argv)
         {"size", required_argument, NULL, 'n'},
         {"ready-fd", required_argument, NULL, 'r'},
         {"parent", required_argument, NULL, 'p'},
+        {"node-id", required_argument, NULL, 'N'},
+        {"nnodes", required_argument, NULL, 'M'},
+        {"local-ranks", required_argument, NULL, 'L'},
+        {"secret-fd", required_argument, NULL, 'S'},
+        {"tcp-fd", required_argument, NULL, 'T'},
+        {"leader", required_argument, NULL, 'l'},
+        {"exit-when-done", no_argument, NULL, 'x'},
         {NULL, 0, NULL, 0},
     };
-    ddl_agent_opts_t o = {.ready_fd = -1};
+    ddl_agent_opts_t o = {.ready_fd = -1, .tcp_fd = -1, .nnodes = 1};
+    static uint8_t secret[DDL_PROTO_MAX_SECRET];
+    uint32_t *local = NULL;
+    int secret_fd = -1, rc;
     long v;
     int c;
     optind = 1;
@@ -122,13 +182,56 @@ static int cmd_serve(int argc, char **argv)
                 return bad("serve: --parent: '%s' is not a process id", optarg);
             o.parent_pid = (int)v;
             break;
+        case 'N':
+        case 'M':
+            if (ddl_parse_long(optarg, c == 'N' ? 0 : 1, 1 << 20, &v) < 0)
+                return bad("serve: --%s: '%s' is not a number of nodes (0-1048576)",
+                           c == 'N' ? "node-id" : "nnodes", optarg);
+            *(c == 'N' ? &o.node_id : &o.nnodes) = (uint32_t)v;
+            break;
+        case 'L':
+            free(local);
+            if (parse_ranks(optarg, &local, &o.nlocal) < 0)
+                return bad("serve: --local-ranks: '%s' is not a list of ranks like 0,1,2", optarg);
+            o.local = local;
+            break;
+        case 'S':
+        case 'T':
+            if (ddl_parse_long(optarg, 0, 1 << 20, &v) < 0)
+                return bad("serve: --%s: '%s' is not a file descriptor",
+                           c == 'S' ? "secret-fd" : "tcp-fd", optarg);
+            *(c == 'S' ? &secret_fd : &o.tcp_fd) = (int)v;
+            break;
+        case 'l':
+            o.leader = optarg;
+            break;
+        case 'x':
+            o.exit_when_done = 1;
+            break;
         default:
+            free(local);
             return bad("serve: unknown option or missing value '%s'", argv[optind - 1]);
         }
     }
-    if (!o.socket_path || !o.step || o.size == 0)
+    if (!o.socket_path || !o.step || o.size == 0) {
+        free(local);
         return bad("serve: --socket, --step and --size are required");
-    return ddl_agent_serve(&o);
+    }
+    if (o.nnodes > 1 && (o.node_id >= o.nnodes || !o.local || secret_fd < 0 ||
+                         (o.tcp_fd < 0) == !o.leader)) {
+        free(local);
+        return bad("serve: a step on %u nodes needs --node-id below it, --local-ranks, "
+                   "--secret-fd and one of --tcp-fd (the leader) or --leader", o.nnodes);
+    }
+    if (secret_fd >= 0 && read_secret(secret_fd, secret, &o.secret_len) < 0) {
+        free(local);
+        return bad("serve: --secret-fd: no secret of 16-%u bytes on descriptor %d",
+                   DDL_PROTO_MAX_SECRET, secret_fd);
+    }
+    o.secret = secret;
+    rc = ddl_agent_serve(&o);
+    free(local);
+    return rc;
 }
 
 int main(int argc, char **argv)

@@ -9,11 +9,13 @@
  */
 #include "config.h"
 
+#include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ddl_int.h"
+#include "proto.h"
 #include "log.h"
 
 /* Iterations without progress before the wait loop starts to yield. */
@@ -207,42 +209,91 @@ ddl_status_t ddl_tl_sendrecv(ddl_comm_t *comm, uint32_t seq, int dst, const void
     return ddl_tl_waitall(comm, reqs, 2);
 }
 
-/* close_eps: flush and close every endpoint (force-close after an abort: a
- * flush could wait for a peer that is gone), giving up on one
- * that has not closed after a bounded number of progress calls. */
+/* close_eps: flush and close every endpoint at once (force-close after an
+ * abort: a flush could wait for a peer that is gone), giving up on those
+ * that have not closed after a bounded number of progress calls. */
 static void close_eps(void)
 {
     const int64_t limit = 200000; /* progress iterations, then cancel */
     int force = atomic_load(&ddl_ctx.world.aborted) != 0;
+    void **reqs = calloc((size_t)ddl_ctx.size, sizeof *reqs);
     for (int i = 0; i < ddl_ctx.size; i++) {
         if (!ddl_ctx.eps[i])
             continue;
         ucp_request_param_t p = {0};
-        if (force) {
+        if (force || !reqs) {
             p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
             p.flags = UCP_EP_CLOSE_FLAG_FORCE;
         }
         void *req = ucp_ep_close_nbx(ddl_ctx.eps[i], &p);
-        int64_t spins = 0;
-        while (req && UCS_PTR_IS_PTR(req) && ucp_request_check_status(req) == UCS_INPROGRESS) {
-            ucp_worker_progress(ddl_ctx.worker);
-            if (++spins == limit) {
-                ucp_request_cancel(ddl_ctx.worker, req);
-                ddl_debug("endpoint to rank %d did not close cleanly", i);
-            }
-            if (spins > limit)
-                sched_yield();
-        }
-        if (req && UCS_PTR_IS_PTR(req))
-            ucp_request_free(req);
         ddl_ctx.eps[i] = NULL;
+        if (req && UCS_PTR_IS_PTR(req)) {
+            if (reqs)
+                reqs[i] = req;
+            else
+                ucp_request_free(req); /* forced: completes on its own */
+        }
     }
+    for (int64_t spins = 0; reqs; spins++) {
+        int busy = 0;
+        for (int i = 0; i < ddl_ctx.size; i++) {
+            if (!reqs[i])
+                continue;
+            if (ucp_request_check_status(reqs[i]) != UCS_INPROGRESS) {
+                ucp_request_free(reqs[i]);
+                reqs[i] = NULL;
+            } else if (spins == limit) {
+                ucp_request_cancel(ddl_ctx.worker, reqs[i]);
+                ddl_debug("endpoint to rank %d did not close cleanly", i);
+                busy = 1;
+            } else {
+                busy = 1;
+            }
+        }
+        if (!busy)
+            break;
+        ucp_worker_progress(ddl_ctx.worker);
+        if (spins > limit)
+            sched_yield();
+    }
+    free(reqs);
+}
+
+/* agent_fence: every rank has closed its endpoints before any destroys its
+ * worker, since a peer's flush needs this side to answer.  Done through the
+ * node agent (exchange 1 of the generation), progressing UCX meanwhile. */
+static void agent_fence(void)
+{
+    ddl_msg_t m = {.type = DDL_MSG_ALLGATHER};
+    ddl_error_t err;
+    uint8_t none = 0;
+    m.u.allgather.gen = ddl_ctx.gen;
+    m.u.allgather.seq = 1;
+    m.u.allgather.rank = (uint32_t)ddl_ctx.rank;
+    m.u.allgather.size = (uint32_t)ddl_ctx.size;
+    m.u.allgather.data = &none;
+    if (ddl_proto_send(ddl_ctx.agent_fd, &m) < 0)
+        return;
+    int64_t deadline = ddl_now_ms() + 30000;
+    while (ddl_now_ms() < deadline) {
+        ucp_worker_progress(ddl_ctx.worker);
+        struct pollfd pf = {.fd = ddl_ctx.agent_fd, .events = POLLIN};
+        if (poll(&pf, 1, 1) > 0) {
+            if (ddl_proto_recv(ddl_ctx.agent_fd, &m, 5000, &err) == 0)
+                ddl_msg_clear(&m);
+            return;
+        }
+    }
+    ddl_debug("rank %d: the closing fence did not complete within 30 s", ddl_ctx.rank);
 }
 
 void ddl_tl_fini(void)
 {
     if (ddl_ctx.eps)
         close_eps();
+    if (ddl_ctx.initialized && ddl_ctx.worker && ddl_ctx.agent_fd >= 0 && ddl_ctx.size > 1 &&
+        !atomic_load(&ddl_ctx.world.aborted))
+        agent_fence();
     if (ddl_ctx.worker)
         ucp_worker_destroy(ddl_ctx.worker);
     if (ddl_ctx.ucp)

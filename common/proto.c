@@ -25,8 +25,8 @@ const char *ddl_msg_type_str(int type)
 {
     static const char *const names[] = {"",       "ERROR",      "REGISTER", "RANK_STATE",
                                         "ALLGATHER", "ALLGATHER_RESULT", "STATUS_REQ",
-                                        "STATUS", "ACK"};
-    return type >= DDL_MSG_ERROR && type <= DDL_MSG_ACK ? names[type] : "unknown";
+                                        "STATUS", "ACK", "PEER_HELLO", "NODE_GATHER"};
+    return type >= DDL_MSG_ERROR && type <= DDL_MSG_NODE_GATHER ? names[type] : "unknown";
 }
 
 void ddl_msg_clear(ddl_msg_t *msg)
@@ -47,6 +47,15 @@ void ddl_msg_clear(ddl_msg_t *msg)
     case DDL_MSG_STATUS:
         free(msg->u.status.step);
         free(msg->u.status.ranks);
+        break;
+    case DDL_MSG_PEER_HELLO:
+        free(msg->u.peer_hello.step);
+        free(msg->u.peer_hello.secret);
+        break;
+    case DDL_MSG_NODE_GATHER:
+        free(msg->u.node_gather.ranks);
+        free(msg->u.node_gather.lens);
+        free(msg->u.node_gather.data);
         break;
     default:
         break;
@@ -186,7 +195,34 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
             w_i32(&w, r->wpid);
             w_i32(&w, r->wstatus);
         }
+        w_u32(&w, u->status.node_id);
+        w_u32(&w, u->status.nnodes);
         break;
+    case DDL_MSG_PEER_HELLO:
+        w_str(&w, u->peer_hello.step);
+        w_u32(&w, u->peer_hello.node_id);
+        if (u->peer_hello.secret_len > DDL_PROTO_MAX_SECRET && !w.failed)
+            w.failed = EINVAL;
+        w_blob(&w, u->peer_hello.secret, u->peer_hello.secret_len);
+        break;
+    case DDL_MSG_NODE_GATHER: {
+        const typeof(u->node_gather) *g = &u->node_gather;
+        const uint8_t *p = g->data;
+        w_u32(&w, g->gen);
+        w_u32(&w, g->seq);
+        w_u32(&w, g->size);
+        w_u32(&w, g->count);
+        if (g->count && (!g->ranks || !g->lens) && !w.failed)
+            w.failed = EINVAL;
+        for (uint32_t i = 0; i < g->count && !w.failed; i++) {
+            if (g->ranks[i] >= g->size)
+                w.failed = EINVAL;
+            w_u32(&w, g->ranks[i]);
+            w_blob(&w, p, g->lens[i]);
+            p += g->lens[i];
+        }
+        break;
+    }
     case DDL_MSG_STATUS_REQ:
     case DDL_MSG_ACK:
         break;
@@ -414,6 +450,62 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
             ri->pid = r_i32(&r, "pid");
             ri->wpid = r_i32(&r, "worker pid");
             ri->wstatus = r_i32(&r, "wait status");
+        }
+        u->status.nnodes = 1;
+        if (!r.what && r.left >= 8) { /* minor 1 */
+            u->status.node_id = r_u32(&r, "node id");
+            u->status.nnodes = r_u32(&r, "node count");
+        }
+        break;
+    }
+    case DDL_MSG_PEER_HELLO: {
+        const uint8_t *p;
+        u->peer_hello.step = r_str(&r, "step", &nomem);
+        u->peer_hello.node_id = r_u32(&r, "node id");
+        uint32_t n = r_blob(&r, &p, "secret");
+        if (!r.what && n > DDL_PROTO_MAX_SECRET)
+            r.what = "secret";
+        if (r.what || nomem)
+            break;
+        u->peer_hello.secret = malloc(n ? n : 1);
+        if (!u->peer_hello.secret) {
+            nomem = 1;
+            break;
+        }
+        memcpy(u->peer_hello.secret, p, n);
+        u->peer_hello.secret_len = n;
+        break;
+    }
+    case DDL_MSG_NODE_GATHER: {
+        typeof(u->node_gather) *g = &u->node_gather;
+        g->gen = r_u32(&r, "generation");
+        g->seq = r_u32(&r, "sequence");
+        g->size = r_u32(&r, "size");
+        uint32_t count = r_u32(&r, "count");
+        /* each entry needs its rank and blob length: bound count by the body */
+        if (!r.what && (count > r.left / 8 || count > g->size))
+            r.what = "count";
+        if (r.what)
+            break;
+        g->ranks = calloc(count ? count : 1, sizeof(uint32_t));
+        g->lens = calloc(count ? count : 1, sizeof(uint32_t));
+        g->data = malloc(r.left ? r.left : 1);
+        if (!g->ranks || !g->lens || !g->data) {
+            nomem = 1;
+            break;
+        }
+        g->count = count;
+        size_t off = 0;
+        for (uint32_t i = 0; i < count && !r.what; i++) {
+            const uint8_t *p;
+            g->ranks[i] = r_u32(&r, "rank");
+            uint32_t n = r_blob(&r, &p, "blob");
+            if (!r.what && g->ranks[i] >= g->size)
+                r.what = "rank";
+            g->lens[i] = n;
+            if (n && !r.what)
+                memcpy(g->data + off, p, n);
+            off += n;
         }
         break;
     }

@@ -24,10 +24,11 @@
 
 #define DDL_PROTO_MAGIC 0x44444c77u /* "DDLw" */
 #define DDL_PROTO_MAJOR 1
-#define DDL_PROTO_MINOR 0
+#define DDL_PROTO_MINOR 1
 #define DDL_PROTO_HDR_LEN 12
 #define DDL_PROTO_MAX_BODY (64u << 20)
 #define DDL_PROTO_MAX_STR 4096u
+#define DDL_PROTO_MAX_SECRET 256u
 
 typedef enum {
     DDL_MSG_ERROR = 1,            /* agent -> client: the request was refused */
@@ -38,6 +39,8 @@ typedef enum {
     DDL_MSG_STATUS_REQ = 6,       /* client -> agent: describe the step */
     DDL_MSG_STATUS = 7,           /* agent -> client: the step and its ranks */
     DDL_MSG_ACK = 8,              /* agent -> client: request accepted */
+    DDL_MSG_PEER_HELLO = 9,       /* agent -> leader agent (TCP): step, node, secret */
+    DDL_MSG_NODE_GATHER = 10,     /* agent -> leader agent: a node's contributions */
 } ddl_msg_type_t;
 
 /* A rank's life cycle as the agent sees it. */
@@ -98,7 +101,20 @@ typedef struct {
             int32_t agent_pid;
             uint32_t nranks;
             ddl_rank_info_t *ranks;
+            uint32_t node_id, nnodes; /* minor 1; 0 and 1 from older agents */
         } status;
+        struct {
+            char *step;
+            uint32_t node_id;
+            uint32_t secret_len; /* at most DDL_PROTO_MAX_SECRET */
+            uint8_t *secret;
+        } peer_hello;
+        struct {
+            uint32_t gen, seq, size, count;
+            uint32_t *ranks; /* count entries, each < size */
+            uint32_t *lens;  /* count entries */
+            uint8_t *data;   /* the blobs back to back, in the order of ranks */
+        } node_gather;
     } u;
 } ddl_msg_t;
 

@@ -1,8 +1,15 @@
 /* sock.c: Unix-domain socket helpers (listen with safe permissions, connect
- * with retry, peer credentials) used by ddl-agent, ddl-launch and libddl. */
+ * with retry, peer credentials) used by ddl-agent, ddl-launch and libddl,
+ * and the IPv4 TCP helpers of the agents' links between nodes. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -109,4 +116,107 @@ int ddl_sock_peer(int fd, pid_t *pid, uid_t *uid, gid_t *gid)
 int ddl_sock_peer_allowed(uid_t uid, uid_t owner)
 {
     return uid == owner || uid == 0;
+}
+
+int ddl_tcp_listen(const char *ip, uint16_t *port, ddl_error_t *err)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t sl = sizeof sa;
+    if (ip && inet_pton(AF_INET, ip, &sa.sin_addr) != 1) {
+        errno = EINVAL;
+        return ddl_errprintf(err, "'%s' is not an IPv4 address", ip);
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return ddl_errprintf(err, "socket: %s", strerror(errno));
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 1024) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return ddl_errprintf(err, "cannot listen on TCP %s: %s", ip ? ip : "0.0.0.0",
+                             strerror(e));
+    }
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+/* parse_hostport: "a.b.c.d:port" into sa. */
+static int parse_hostport(const char *hp, struct sockaddr_in *sa)
+{
+    char host[INET_ADDRSTRLEN];
+    const char *colon = strrchr(hp, ':');
+    long port;
+    if (!colon || (size_t)(colon - hp) >= sizeof host ||
+        ddl_parse_long(colon + 1, 1, 65535, &port) < 0)
+        return -1;
+    memcpy(host, hp, (size_t)(colon - hp));
+    host[colon - hp] = 0;
+    memset(sa, 0, sizeof *sa);
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t)port);
+    return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -1;
+}
+
+int ddl_tcp_connect(const char *hostport, int timeout_ms, ddl_error_t *err)
+{
+    struct sockaddr_in sa;
+    if (parse_hostport(hostport, &sa) < 0) {
+        errno = EINVAL;
+        return ddl_errprintf(err, "'%s' is not an IPv4 address and port (like 10.0.0.1:4000)",
+                             hostport);
+    }
+    int64_t deadline = ddl_now_ms() + timeout_ms;
+    for (;;) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return ddl_errprintf(err, "socket: %s", strerror(errno));
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            return fd;
+        }
+        int e = errno;
+        close(fd);
+        if ((e != ECONNREFUSED && e != ETIMEDOUT && e != EHOSTUNREACH && e != EINTR) ||
+            ddl_now_ms() >= deadline) {
+            errno = e;
+            return ddl_errprintf(err, "cannot connect to %s: %s", hostport, strerror(e));
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int ddl_local_ipv4(const char *dst, char *buf, size_t len, ddl_error_t *err)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(9)};
+    socklen_t sl = sizeof sa;
+    if (dst && inet_pton(AF_INET, dst, &sa.sin_addr) == 1) {
+        /* connect() on a UDP socket only picks the route: nothing is sent */
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        int ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+                 getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 &&
+                 sa.sin_addr.s_addr != htonl(INADDR_ANY);
+        if (fd >= 0)
+            close(fd);
+        if (ok && inet_ntop(AF_INET, &sa.sin_addr, buf, (socklen_t)len))
+            return 0;
+    }
+    struct ifaddrs *ifs, *i;
+    if (getifaddrs(&ifs) < 0)
+        return ddl_errprintf(err, "getifaddrs: %s", strerror(errno));
+    int found = -1;
+    for (i = ifs; i && found < 0; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+            !(i->ifa_flags & IFF_LOOPBACK) &&
+            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, buf,
+                      (socklen_t)len))
+            found = 0;
+    freeifaddrs(ifs);
+    if (found < 0) {
+        errno = EADDRNOTAVAIL;
+        return ddl_errprintf(err, "no IPv4 interface is up (other than loopback)");
+    }
+    return 0;
 }

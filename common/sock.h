@@ -1,4 +1,5 @@
-/* sock.h: Unix-domain stream sockets for the agent and its clients.
+/* sock.h: Unix-domain stream sockets for the agent and its clients, and
+ * the TCP sockets between the agents of a step's nodes.
  *
  * The agent listens on a socket file of mode 0600 inside a private (0700)
  * runtime directory, and additionally checks every connecting process's
@@ -9,6 +10,7 @@
 #ifndef DDL_SOCK_H
 #define DDL_SOCK_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "util.h"
@@ -27,5 +29,19 @@ int ddl_sock_peer(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 /* ddl_sock_peer_allowed: 1 if uid may use an agent run by owner (same uid,
  * or root), else 0. */
 int ddl_sock_peer_allowed(uid_t uid, uid_t owner);
+
+/* ddl_tcp_listen: listen on IPv4 address ip (dotted quad; NULL: any) and
+ * an ephemeral port, close-on-exec; the port chosen goes to *port. */
+int ddl_tcp_listen(const char *ip, uint16_t *port, ddl_error_t *err);
+
+/* ddl_tcp_connect: connect to "IPv4:port", close-on-exec, blocking,
+ * TCP_NODELAY.  Retries ECONNREFUSED/ETIMEDOUT/EHOSTUNREACH until timeout_ms
+ * has passed (0: one try).  EINVAL for an address that is not IPv4:port. */
+int ddl_tcp_connect(const char *hostport, int timeout_ms, ddl_error_t *err);
+
+/* ddl_local_ipv4: the address (dotted quad, into buf) of this host's
+ * interface that routes toward dst (an IPv4 address; NULL or invalid: the
+ * first interface that is up and not loopback).  Sends nothing. */
+int ddl_local_ipv4(const char *dst, char *buf, size_t len, ddl_error_t *err);
 
 #endif

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -307,4 +309,65 @@ int ddl_bind_check(const char *text, ddl_error_t *err)
             return 0;
         p = c + 1;
     }
+}
+
+pid_t ddl_spawn_ready(const char *path, char *const argv[], const int *keep, int nkeep,
+                      int timeout_ms, ddl_error_t *err)
+{
+    int pfd[2];
+    char ready[16];
+    size_t n = 0;
+    while (argv[n])
+        n++;
+    char **av = calloc(n + 3, sizeof *av);
+    if (!av || pipe2(pfd, O_CLOEXEC) < 0) {
+        free(av);
+        return ddl_errprintf(err, "cannot start %s: %s", path, strerror(errno));
+    }
+    snprintf(ready, sizeof ready, "%d", pfd[1]);
+    memcpy(av, argv, n * sizeof *av);
+    av[n] = "--ready-fd";
+    av[n + 1] = ready;
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        free(av);
+        close(pfd[0]);
+        close(pfd[1]);
+        errno = e;
+        return ddl_errprintf(err, "fork for %s: %s", path, strerror(e));
+    }
+    if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        for (int s = 1; s < NSIG; s++)
+            signal(s, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        fcntl(pfd[1], F_SETFD, 0);
+        for (int i = 0; i < nkeep; i++)
+            fcntl(keep[i], F_SETFD, 0);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0)
+            dup2(devnull, STDIN_FILENO);
+        execv(path, av);
+        fprintf(stderr, "ddl: cannot execute %s: %s\n", path, strerror(errno));
+        _exit(127);
+    }
+    free(av);
+    close(pfd[1]);
+    char buf[4] = "";
+    struct pollfd p = {.fd = pfd[0], .events = POLLIN};
+    int rc;
+    while ((rc = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
+        ;
+    ssize_t got = rc > 0 ? read(pfd[0], buf, sizeof buf) : -1;
+    close(pfd[0]);
+    if (got <= 0 || buf[0] != '1') {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        errno = rc == 0 ? ETIMEDOUT : ECHILD;
+        return ddl_errprintf(err, "%s (pid %d) did not start%s", argv[0], (int)pid,
+                             rc == 0 ? " in time" : "; see its message above");
+    }
+    return pid;
 }

@@ -91,4 +91,13 @@ void ddl_json_str(const char *s);
 int ddl_find_helper(const char *name, const char *subdir, const char *installed_dir, char *buf,
                     size_t len, ddl_error_t *err);
 
+/* ddl_spawn_ready: start the daemon path with argv (NULL-terminated; argv[0]
+ * is its name) plus "--ready-fd N", keeping the descriptors keep[0..nkeep)
+ * open across exec, stdin on /dev/null and every signal at its default, and
+ * wait up to timeout_ms for it to write "1" on that descriptor.  Returns its
+ * pid; -1 with the reason in err, the child (if any) killed and reaped.
+ * The caller reaps the daemon later. */
+pid_t ddl_spawn_ready(const char *path, char *const argv[], const int *keep, int nkeep,
+                      int timeout_ms, ddl_error_t *err);
+
 #endif

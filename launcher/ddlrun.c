@@ -152,42 +152,15 @@ static void child_reset_signals(void)
 
 static int start_agent(run_t *r)
 {
-    int pfd[2];
-    char size[16], ready[16], parent[16];
-    if (pipe2(pfd, O_CLOEXEC) < 0) {
-        ddl_error("pipe: %m");
-        return -1;
-    }
+    char size[16], parent[16];
+    ddl_error_t err;
     snprintf(size, sizeof size, "%d", r->o.np);
-    snprintf(ready, sizeof ready, "%d", pfd[1]);
     snprintf(parent, sizeof parent, "%d", (int)getpid());
-    r->agent = fork();
+    char *const argv[] = {"ddl-agent", "serve", "--socket", r->sock, "--step", r->step,
+                          "--size", size, "--parent", parent, NULL};
+    r->agent = ddl_spawn_ready(r->agent_path, argv, NULL, 0, 10000, &err);
     if (r->agent < 0) {
-        ddl_error("fork: %m");
-        return -1;
-    }
-    if (r->agent == 0) {
-        child_reset_signals();
-        fcntl(pfd[1], F_SETFD, 0); /* keep the ready pipe across exec */
-        int devnull = open("/dev/null", O_RDONLY);
-        if (devnull >= 0)
-            dup2(devnull, STDIN_FILENO);
-        execl(r->agent_path, "ddl-agent", "serve", "--socket", r->sock, "--step", r->step,
-              "--size", size, "--ready-fd", ready, "--parent", parent, (char *)NULL);
-        fprintf(stderr, "ddlrun: cannot execute %s: %s\n", r->agent_path, strerror(errno));
-        _exit(127);
-    }
-    close(pfd[1]);
-    char buf[4] = "";
-    struct pollfd p = {.fd = pfd[0], .events = POLLIN};
-    int rc = poll(&p, 1, 10000);
-    ssize_t n = rc > 0 ? read(pfd[0], buf, sizeof buf) : -1;
-    close(pfd[0]);
-    if (n <= 0 || buf[0] != '1') {
-        ddl_error("the ddl-agent (pid %d) did not start%s", (int)r->agent,
-                  rc == 0 ? " within 10 s" : "; see its message above");
-        kill(r->agent, SIGKILL);
-        waitpid(r->agent, NULL, 0);
+        ddl_error("%s", err.text);
         r->agent = 0;
         return -1;
     }

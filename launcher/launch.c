@@ -1,6 +1,14 @@
 /* launch.c: ddl-launch, the per-rank supervisor.
  *
  *   ddl-launch [--] PROG [ARGS...]
+ *   ddl-launch --slurm WORKER-PID ENV-FD      (exec'd by spank_ddl.so)
+ *
+ * Under Slurm the plugin has already forked the worker, which waits inside
+ * the plugin for its environment: ddl-launch bootstraps (slurm_boot.c),
+ * registers with the node's agent, then writes the worker's variables to
+ * ENV-FD as NAME=VALUE lines ended by a "." line, and supervises the worker
+ * as below.  The node's first task also waits, after its own worker, for
+ * the node's agent to finish serving the other local ranks.
  *
  * It registers its rank with the node's ddl-agent (DDL_AGENT_SOCK,
  * DDL_RANK), starts PROG as its worker child, forwards signals to it, tells
@@ -28,10 +36,12 @@
 #include "ddl_version.h"
 #include "log.h"
 #include "proto.h"
+#include "slurm_boot.h"
 #include "sock.h"
 #include "util.h"
 
 #define REGISTER_TIMEOUT_MS 10000
+#define SLURM_REGISTER_TIMEOUT_MS 60000 /* the node's first task may still be booting */
 
 static int agent_fd = -1;
 static long rank = -1;
@@ -50,7 +60,7 @@ static void tell(uint8_t state, pid_t wpid, int wstatus)
         ddl_debug("rank %ld: cannot report to the agent: %m", rank);
 }
 
-static int register_rank(void)
+static int register_rank(int timeout_ms)
 {
     const char *sock = getenv("DDL_AGENT_SOCK");
     const char *r = getenv("DDL_RANK");
@@ -63,7 +73,7 @@ static int register_rank(void)
         ddl_error("DDL_RANK='%s' is not a rank number (0-16777215)", r ? r : "");
         return -1;
     }
-    agent_fd = ddl_sock_connect(sock, REGISTER_TIMEOUT_MS, &err);
+    agent_fd = ddl_sock_connect(sock, timeout_ms, &err);
     if (agent_fd < 0) {
         ddl_error("rank %ld: %s", rank, err.text);
         return -1;
@@ -72,7 +82,7 @@ static int register_rank(void)
     m.u.reg.rank = (uint32_t)rank;
     m.u.reg.pid = (int32_t)getpid();
     if (ddl_proto_send(agent_fd, &m) < 0 ||
-        ddl_proto_recv(agent_fd, &m, REGISTER_TIMEOUT_MS, &err) < 0) {
+        ddl_proto_recv(agent_fd, &m, timeout_ms, &err) < 0) {
         ddl_error("rank %ld: registration with the agent at %s failed: %s", rank, sock,
                   errno == EPROTO || errno == ETIMEDOUT ? err.text : strerror(errno));
         return -1;
@@ -103,6 +113,91 @@ static void die_like(int status)
     _exit(ddl_wait_status_code(status));
 }
 
+/* env_line: one NAME=VALUE line for the worker; MASTER_* only when the
+ * user did not set them (their explicit values win, as under ddlrun). */
+static int env_line(FILE *f, const char *name, const char *value, int only_if_unset)
+{
+    if (only_if_unset && getenv(name))
+        return 0;
+    return fprintf(f, "%s=%s\n", name, value) < 0 ? -1 : 0;
+}
+
+/* slurm_start: bootstrap, register, release the waiting worker with its
+ * environment.  Returns the worker's pid, or -1 (reported; worker killed). */
+static pid_t slurm_start(const char *pid_arg, const char *fd_arg, pid_t *agent)
+{
+    long wpid, efd;
+    ddl_slurm_boot_t b;
+    ddl_error_t err;
+    char v[32];
+    if (ddl_parse_long(pid_arg, 1, 1L << 22, &wpid) < 0 ||
+        ddl_parse_long(fd_arg, 3, 1 << 20, &efd) < 0) {
+        ddl_error("--slurm: '%s' '%s' are not a worker pid and a descriptor (this mode is for "
+                  "the ddl SPANK plugin)", pid_arg, fd_arg);
+        return -1;
+    }
+    ddl_fd_set_cloexec((int)efd); /* the agent must not hold the worker's pipe open */
+    if (ddl_slurm_boot(&b, &err) < 0) {
+        ddl_error("task %s: %s", getenv("SLURM_PROCID") ? getenv("SLURM_PROCID") : "?", err.text);
+        kill((pid_t)wpid, SIGKILL);
+        return -1;
+    }
+    *agent = b.agent;
+    setenv("DDL_AGENT_SOCK", b.sock, 1);
+    snprintf(v, sizeof v, "%ld", b.rank);
+    setenv("DDL_RANK", v, 1);
+    if (register_rank(SLURM_REGISTER_TIMEOUT_MS) < 0) {
+        kill((pid_t)wpid, SIGKILL);
+        return -1;
+    }
+    FILE *f = fdopen((int)efd, "w");
+    int bad = !f;
+#define LINE(name, fmt, val, keep)                                                          \
+    do {                                                                                   \
+        snprintf(v, sizeof v, fmt, val);                                                   \
+        bad |= f && env_line(f, name, v, keep) < 0;                                         \
+    } while (0)
+    LINE("DDL_RANK", "%ld", b.rank, 0);
+    LINE("DDL_SIZE", "%ld", b.size, 0);
+    LINE("DDL_LOCAL_RANK", "%ld", b.local_rank, 0);
+    LINE("DDL_LOCAL_SIZE", "%ld", b.local_size, 0);
+    LINE("DDL_NODE_ID", "%ld", b.node_id, 0);
+    LINE("DDL_NNODES", "%ld", b.nnodes, 0);
+    LINE("DDL_GENERATION", "%d", 0, 0);
+    LINE("RANK", "%ld", b.rank, 0);
+    LINE("WORLD_SIZE", "%ld", b.size, 0);
+    LINE("LOCAL_RANK", "%ld", b.local_rank, 0);
+    LINE("LOCAL_WORLD_SIZE", "%ld", b.local_size, 0);
+    LINE("NODE_RANK", "%ld", b.node_id, 0);
+#undef LINE
+    bad |= f && (env_line(f, "DDL_STEP_ID", b.step, 0) < 0 ||
+                 env_line(f, "MASTER_ADDR", b.master_addr, 1) < 0 ||
+                 env_line(f, "MASTER_PORT", b.master_port, 1) < 0 ||
+                 env_line(f, "DDL_AGENT_SOCK", b.sock, 0) < 0 || fputs(".\n", f) < 0);
+    if ((f && fclose(f) != 0) || bad) {
+        ddl_error("rank %ld: cannot hand the environment to the worker: %m", b.rank);
+        kill((pid_t)wpid, SIGKILL);
+        return -1;
+    }
+    return (pid_t)wpid;
+}
+
+/* wait_agent: the node's first task stays until the node's agent has
+ * served every local rank, passing on signals meanwhile. */
+static void wait_agent(pid_t agent, int sfd)
+{
+    for (;;) {
+        if (waitpid(agent, NULL, WNOHANG) == agent)
+            return;
+        struct pollfd p = {.fd = sfd, .events = POLLIN};
+        if (poll(&p, 1, 1000) > 0) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof si) == sizeof si && si.ssi_signo != SIGCHLD)
+                kill(agent, (int)si.ssi_signo);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     sigset_t mask, none;
@@ -114,9 +209,18 @@ int main(int argc, char **argv)
         printf("ddl-launch %s\n", DDL_VERSION_STRING);
         return 0;
     }
+    int slurm = argc == 4 && strcmp(argv[1], "--slurm") == 0;
+    pid_t agent = 0;
+    long efd_arg;
+    if (slurm && ddl_parse_long(argv[3], 3, 1 << 20, &efd_arg) == 0) {
+        /* slurmstepd's descriptors have no business here */
+        if (efd_arg > 3)
+            close_range(3, (unsigned)efd_arg - 1, 0);
+        close_range((unsigned)efd_arg + 1, ~0U, 0);
+    }
     if (argc > 1 && strcmp(argv[1], "--") == 0)
         first = 2;
-    if (first >= argc || (first == 1 && argv[1][0] == '-')) {
+    if (!slurm && (first >= argc || (first == 1 && argv[1][0] == '-'))) {
         fprintf(stderr, "usage: ddl-launch [--] PROG [ARGS...]\n"
                         "(the per-rank supervisor; started by ddlrun or the ddl SPANK plugin)\n");
         return 2;
@@ -127,6 +231,10 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    /* Dispositions survive exec: slurmstepd's task may ignore SIGCHLD, and
+     * then no child's end would ever be seen. */
+    for (int s = 1; s < NSIG; s++)
+        signal(s, SIG_DFL);
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
     sigaddset(&mask, SIGTERM);
@@ -147,10 +255,21 @@ int main(int argc, char **argv)
     if (getppid() != parent)
         raise(SIGTERM); /* parent died before prctl: handled below like a real one */
 
-    if (register_rank() < 0)
+    pid_t wpid;
+    if (slurm) {
+        if ((wpid = slurm_start(argv[2], argv[3], &agent)) < 0) {
+            if (agent > 0) {
+                kill(agent, SIGTERM);
+                waitpid(agent, NULL, 0);
+            }
+            return 1;
+        }
+        goto supervise;
+    }
+    if (register_rank(REGISTER_TIMEOUT_MS) < 0)
         return 1;
 
-    pid_t wpid = fork();
+    wpid = fork();
     if (wpid < 0) {
         ddl_error("rank %ld: fork: %m", rank);
         return 1;
@@ -166,6 +285,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "ddl-launch: cannot execute '%s': %s\n", argv[first], strerror(e));
         _exit(e == ENOENT ? 127 : 126);
     }
+supervise:
     tell(DDL_RANK_RUNNING, wpid, 0);
 
     int64_t kill_at = 0;
@@ -206,6 +326,8 @@ int main(int argc, char **argv)
     tell(ok ? DDL_RANK_EXITED : DDL_RANK_FAILED, wpid, status);
     if (agent_fd >= 0)
         close(agent_fd);
+    if (agent > 0)
+        wait_agent(agent, sfd);
     close(sfd);
     die_like(status);
 }

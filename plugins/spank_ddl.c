@@ -1,24 +1,34 @@
-/* spank_ddl.c: the Slurm SPANK plugin of ddl (spank_ddl.so), first part.
+/* spank_ddl.c: the Slurm SPANK plugin of ddl (spank_ddl.so).
  *
  * It registers the --ddl* options of srun/sbatch/salloc, checks each value
  * where it is given, reads the administrator's configuration (plugstack
  * argument config=PATH, default /etc/slurm/ddl.conf) and refuses a --ddl
  * step whose options break the site's limits or whose configuration file is
- * invalid.  In each task of a --ddl step (remote context, not the batch or
- * extern step) it exports the validated settings as DDL_* variables for
- * ddl-launch.  It does not yet put ddl-launch in place of the task (see
- * plugins/README.md).  Without --ddl it does nothing.
+ * invalid.  In each task of a --ddl step (remote context; not the batch,
+ * extern or interactive step) it exports the validated settings as DDL_*
+ * variables and wraps the task (design §3): task_init forks; the child
+ * waits for its environment from the supervisor, drops PMIX_* and returns
+ * to Slurm, which runs the user's program in it; the parent, still the
+ * task slurmstepd tracks, execs ddl-launch (same pid) with the job's
+ * environment.  task_init runs as the user.  At the step's end (as root) it
+ * removes the node agent's socket if the agent could not.  Without --ddl it
+ * does nothing.
  *
- * Only slurm_* logging here, no shell, nothing run as root beyond reading
- * the configuration file.
+ * Only slurm_* logging here, no shell, no user input run as root.
  */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
@@ -49,6 +59,7 @@ static struct {
 } ddl_opt = {.restarts = -1, .spares = -1, .heartbeat_s = -1, .hang_timeout_s = -1};
 
 static char ddl_conf_file[PATH_MAX] = DDL_CONF_DEFAULT_PATH;
+static char ddl_launch_path[PATH_MAX] = DDL_LIBEXECDIR "/ddl-launch";
 static ddl_conf_t *ddl_conf;
 static ddl_error_t ddl_conf_err;
 static int ddl_skip_step; /* batch or extern step: nothing to do */
@@ -110,9 +121,9 @@ static int opt_cb(int val, const char *arg, int remote)
 }
 
 static struct spank_option ddl_options[] = {
-    {"ddl", NULL, "a ddl step: check the --ddl-* options against the site's ddl.conf and pass "
-                  "them to the tasks as DDL_* (task supervision is not there yet)", 0, OPT_DDL,
-     opt_cb},
+    {"ddl", NULL, "a ddl step: each task supervised by ddl-launch, ranks bootstrapped through "
+                  "PMIx and the node agents (needs --mpi=pmix unless it is the default)", 0,
+     OPT_DDL, opt_cb},
     {"ddl-checkpoint-dir", "DIR", "ddl: directory of the step's checkpoints (absolute)", 1,
      OPT_CHECKPOINT_DIR, opt_cb},
     {"ddl-restarts", "N", "ddl: restarts allowed after a failure (0-100, site limit applies)", 1,
@@ -136,7 +147,13 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
             snprintf(ddl_conf_file, sizeof ddl_conf_file, "%s", av[i] + 7);
             continue;
         }
-        slurm_error("ddl: plugstack.conf: unknown argument '%s' (expected config=/ABSOLUTE/PATH)",
+        if (strncmp(av[i], "launch=", 7) == 0 && av[i][7] == '/' &&
+            strlen(av[i] + 7) < sizeof ddl_launch_path) {
+            snprintf(ddl_launch_path, sizeof ddl_launch_path, "%s", av[i] + 7);
+            continue;
+        }
+        slurm_error("ddl: plugstack.conf: unknown argument '%s' (expected config=/ABSOLUTE/PATH "
+                    "or launch=/ABSOLUTE/PATH/ddl-launch)",
                     av[i]);
         return -1;
     }
@@ -204,7 +221,11 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     if (spank_context() == S_CTX_REMOTE) {
         uint32_t step = 0;
         if (spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS &&
-            (step == SLURM_BATCH_SCRIPT || step == SLURM_EXTERN_CONT))
+            (step == SLURM_BATCH_SCRIPT || step == SLURM_EXTERN_CONT
+#ifdef SLURM_INTERACTIVE_STEP
+             || step == SLURM_INTERACTIVE_STEP
+#endif
+             ))
             ddl_skip_step = 1;
     }
     return 0;
@@ -225,6 +246,102 @@ static int set_env_long(spank_t sp, const char *name, long value)
     char buf[32];
     snprintf(buf, sizeof buf, "%ld", value);
     return set_env(sp, name, buf);
+}
+
+/* worker_env: in the child that becomes the worker, take the variables
+ * ddl-launch sends (NAME=VALUE lines, then "."), and drop PMIX_*: the
+ * worker must never be a PMIx client (design §3). */
+static int worker_env(spank_t sp, int fd)
+{
+    static char buf[65536];
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof buf - 1 && (n = read(fd, buf + got, sizeof buf - 1 - got)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    buf[got] = 0;
+    if (got < 2 || strcmp(buf + got - 2, ".\n") != 0)
+        _exit(1); /* ddl-launch failed and said why */
+    for (char *line = buf, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+        *nl = 0;
+        char *eq = strchr(line, '=');
+        if (!eq)
+            continue;
+        *eq = 0;
+        if (set_env(sp, line, eq + 1) < 0)
+            return -1;
+    }
+    char **env = NULL, *names[256];
+    int nnames = 0;
+    if (spank_get_item(sp, S_JOB_ENV, &env) == ESPANK_SUCCESS && env)
+        for (int i = 0; env[i] && nnames < 256; i++)
+            if (strncmp(env[i], "PMIX_", 5) == 0) {
+                char *eq = strchr(env[i], '=');
+                names[nnames] = eq ? strndup(env[i], (size_t)(eq - env[i])) : NULL;
+                if (names[nnames])
+                    nnames++;
+            }
+    for (int i = 0; i < nnames; i++) {
+        spank_unsetenv(sp, names[i]);
+        free(names[i]);
+    }
+    return 0;
+}
+
+/* wrap_task: see the top of this file. */
+static int wrap_task(spank_t sp)
+{
+    char **env = NULL;
+    int pmix = 0, p[2];
+    if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || !env) {
+        slurm_error("ddl: cannot read the task's environment");
+        return -1;
+    }
+    for (int i = 0; env[i]; i++)
+        pmix |= strncmp(env[i], "PMIX_RANK=", 10) == 0;
+    if (!pmix) {
+        slurm_error("ddl: this step has no PMIx, which --ddl needs: run `srun --mpi=pmix --ddl`, "
+                    "or set MpiDefault=pmix in slurm.conf");
+        return -1;
+    }
+    if (access(ddl_launch_path, X_OK) < 0) {
+        slurm_error("ddl: cannot execute %s: %m (plugstack.conf: launch=PATH)", ddl_launch_path);
+        return -1;
+    }
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        slurm_error("ddl: pipe: %m");
+        return -1;
+    }
+    pid_t task = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        slurm_error("ddl: fork: %m");
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(p[1]);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != task)
+            _exit(1);
+        return worker_env(sp, p[0]);
+    }
+    close(p[0]);
+    fcntl(p[1], F_SETFD, 0);
+    char spid[16], sfd[16];
+    snprintf(spid, sizeof spid, "%d", (int)pid);
+    snprintf(sfd, sizeof sfd, "%d", p[1]);
+    char *argv[] = {"ddl-launch", "--slurm", spid, sfd, NULL};
+    execve(ddl_launch_path, argv, env);
+    slurm_error("ddl: cannot execute %s: %m", ddl_launch_path);
+    kill(pid, SIGKILL);
+    _exit(127);
 }
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
@@ -250,14 +367,42 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         set_env(sp, "DDL_VERBOSE", ddl_opt.verbose ? "1" : "0") < 0 ||
         set_env(sp, "DDL_CONFIG", ddl_conf_file) < 0)
         return -1;
-    return 0;
+    return wrap_task(sp);
+}
+
+/* sweep: at the step's end, as root, remove the node agent's socket when
+ * the agent was killed before it could.  The directory must be the job
+ * owner's real directory (no link), so nothing else can be removed. */
+static void sweep(spank_t sp)
+{
+    uid_t uid;
+    uint32_t job, step;
+    char dir[PATH_MAX], name[64], base[PATH_MAX] = "/tmp";
+    struct stat st;
+    if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)
+        return;
+    if (spank_getenv(sp, "DDL_RUNTIME_DIR", base, sizeof base) != ESPANK_SUCCESS || base[0] != '/')
+        snprintf(base, sizeof base, "/tmp");
+    snprintf(dir, sizeof dir, "%s/ddl-%u", base, (unsigned)uid);
+    snprintf(name, sizeof name, "step-%u.%u.sock", job, step);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return;
+    if (fstat(dfd, &st) == 0 && st.st_uid == uid &&
+        fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISSOCK(st.st_mode) &&
+        unlinkat(dfd, name, 0) == 0)
+        slurm_info("ddl: removed %s/%s left by the step's agent", dir, name);
+    close(dfd);
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
-    (void)sp;
     (void)ac;
     (void)av;
+    if (ddl_opt.enabled && !ddl_skip_step && spank_context() == S_CTX_REMOTE && getuid() == 0)
+        sweep(sp);
     ddl_conf_free(ddl_conf);
     ddl_conf = NULL;
     return 0;

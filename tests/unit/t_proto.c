@@ -43,6 +43,12 @@ static void round_trip(const ddl_msg_t *in, ddl_msg_t *out)
     free(f);
 }
 
+static void set_u32(uint8_t *p, uint32_t v)
+{
+    v = htonl(v);
+    memcpy(p, &v, 4);
+}
+
 static void test_round_trips(void)
 {
     ddl_msg_t in, out;
@@ -127,6 +133,59 @@ static void test_round_trips(void)
        "STATUS step, agent pid and rank table survive");
     ddl_msg_clear(&out);
 
+    in.u.status.node_id = 2;
+    in.u.status.nnodes = 3;
+    round_trip(&in, &out);
+    ok(out.u.status.node_id == 2 && out.u.status.nnodes == 3, "STATUS node id and node count");
+    ddl_msg_clear(&out);
+
+    /* a STATUS from a minor-0 agent (no node fields) reads as node 0 of 1 */
+    {
+        size_t l;
+        uint8_t *f = encode(&in, &l);
+        f[5] = 0;
+        uint32_t body;
+        memcpy(&body, f + 8, 4);
+        set_u32(f + 8, ntohl(body) - 8);
+        ddl_error_t err;
+        ok(ddl_proto_decode(f, l - 8, &out, &err) == (ssize_t)(l - 8) &&
+               out.u.status.node_id == 0 && out.u.status.nnodes == 1 && out.u.status.nranks == 2,
+           "STATUS of minor version 0: node 0 of 1");
+        ddl_msg_clear(&out);
+        free(f);
+    }
+
+    uint8_t secret[20] = "0123456789abcdefghi";
+    in = (ddl_msg_t){.type = DDL_MSG_PEER_HELLO};
+    in.u.peer_hello.step = "12.0";
+    in.u.peer_hello.node_id = 5;
+    in.u.peer_hello.secret = secret;
+    in.u.peer_hello.secret_len = sizeof secret;
+    round_trip(&in, &out);
+    ok(strcmp(out.u.peer_hello.step, "12.0") == 0 && out.u.peer_hello.node_id == 5 &&
+           out.u.peer_hello.secret_len == sizeof secret &&
+           memcmp(out.u.peer_hello.secret, secret, sizeof secret) == 0,
+       "PEER_HELLO step, node and secret survive");
+    ddl_msg_clear(&out);
+
+    uint32_t granks[3] = {7, 2, 4}, glens[3] = {2, 0, 3};
+    in = (ddl_msg_t){.type = DDL_MSG_NODE_GATHER};
+    in.u.node_gather.gen = 3;
+    in.u.node_gather.seq = 1;
+    in.u.node_gather.size = 8;
+    in.u.node_gather.count = 3;
+    in.u.node_gather.ranks = granks;
+    in.u.node_gather.lens = glens;
+    in.u.node_gather.data = data;
+    round_trip(&in, &out);
+    ok(out.u.node_gather.count == 3 && out.u.node_gather.size == 8 &&
+           out.u.node_gather.gen == 3 && out.u.node_gather.seq == 1 &&
+           memcmp(out.u.node_gather.ranks, granks, sizeof granks) == 0 &&
+           memcmp(out.u.node_gather.lens, glens, sizeof glens) == 0 &&
+           memcmp(out.u.node_gather.data, data, 5) == 0,
+       "NODE_GATHER ranks and blobs survive in order");
+    ddl_msg_clear(&out);
+
     in = (ddl_msg_t){.type = DDL_MSG_STATUS_REQ};
     round_trip(&in, &out);
     is(out.type, DDL_MSG_STATUS_REQ, "STATUS_REQ (empty body)");
@@ -169,11 +228,6 @@ static void expect_malformed(const uint8_t *f, size_t len, const char *why, cons
     ok(out.type == 0, "malformed: %s -> nothing returned", why);
 }
 
-static void set_u32(uint8_t *p, uint32_t v)
-{
-    v = htonl(v);
-    memcpy(p, &v, 4);
-}
 
 static void test_malformed(void)
 {
@@ -232,7 +286,7 @@ static void test_malformed(void)
     s.u.status.step = "x";
     size_t slen;
     uint8_t *sf = encode(&s, &slen);
-    set_u32(sf + slen - 4, 1u << 30);
+    set_u32(sf + slen - 12, 1u << 30); /* before node id and node count */
     expect_malformed(sf, slen, "rank count larger than the body", "rank count");
     free(sf);
 
@@ -243,6 +297,42 @@ static void test_malformed(void)
     set_u32(rf + rlen - 4, 0xffffffffu);
     expect_malformed(rf, rlen, "allgather count larger than the body", "count");
     free(rf);
+
+    /* NODE_GATHER naming a rank outside the world */
+    uint32_t one_rank = 1, one_len = 1;
+    uint8_t one_byte = 9;
+    ddl_msg_t g = {.type = DDL_MSG_NODE_GATHER};
+    g.u.node_gather.size = 2;
+    g.u.node_gather.count = 1;
+    g.u.node_gather.ranks = &one_rank;
+    g.u.node_gather.lens = &one_len;
+    g.u.node_gather.data = &one_byte;
+    size_t glen;
+    uint8_t *gf = encode(&g, &glen);
+    set_u32(gf + glen - 9, 2); /* the rank, before the 1-byte blob and its length */
+    expect_malformed(gf, glen, "NODE_GATHER rank outside the world", "rank");
+    set_u32(gf + glen - 9, 1);
+    set_u32(gf + DDL_PROTO_HDR_LEN + 12, 0xffffffffu); /* count */
+    expect_malformed(gf, glen, "NODE_GATHER count larger than the body", "count");
+    free(gf);
+
+    /* PEER_HELLO with a secret over the limit */
+    uint8_t *big_secret = calloc(1, DDL_PROTO_MAX_SECRET + 1);
+    ddl_msg_t h = {.type = DDL_MSG_PEER_HELLO};
+    h.u.peer_hello.step = "1.0";
+    h.u.peer_hello.secret = big_secret;
+    h.u.peer_hello.secret_len = DDL_PROTO_MAX_SECRET + 1;
+    uint8_t *hf;
+    size_t hlen;
+    errno = 0;
+    ok(ddl_proto_encode(&h, &hf, &hlen) == -1 && errno == EINVAL,
+       "encode: PEER_HELLO secret over %u bytes -> EINVAL", DDL_PROTO_MAX_SECRET);
+    h.u.peer_hello.secret_len = 1;
+    hf = encode(&h, &hlen);
+    set_u32(hf + hlen - 5, DDL_PROTO_MAX_SECRET + 1); /* claims a longer secret */
+    expect_malformed(hf, hlen, "PEER_HELLO secret length over the limit", "secret");
+    free(hf);
+    free(big_secret);
 
     /* trailing bytes from a newer minor version are ignored */
     memcpy(f, good, len);

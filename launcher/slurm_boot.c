@@ -1,0 +1,271 @@
+/* slurm_boot.c: the bootstrap of ddl-launch under Slurm (see slurm_boot.h).
+ *
+ * Ranks, nodes and the step come from the SLURM_* variables of the task
+ * (design §3: PMIx's per-rank node id is wrong in Slurm 22.05).  PMIx is
+ * used exactly once, by every task: rank 0 puts the leader agent's TCP
+ * address, the PyTorch rendezvous address and a fresh random secret; one
+ * fence collects the data; everyone gets rank 0's values and the list of
+ * the ranks on its node; then PMIx_Finalize.  The node's first task
+ * (SLURM_LOCALID 0) starts the node's ddl-agent as its own child, so that
+ * Slurm tracks and kills it with the step; the secret reaches the agent
+ * through a pipe, never a command line.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#ifdef HAVE_PMIX
+#include <pmix.h>
+#endif
+
+#include "log.h"
+#include "slurm_boot.h"
+#include "sock.h"
+
+#define BOOT_TIMEOUT_DEFAULT_S 120
+
+static int env_long(const char *name, const char *alt, long min, long max, long *out,
+                    ddl_error_t *err)
+{
+    const char *v = getenv(name);
+    if ((!v || !*v) && alt)
+        v = getenv(alt);
+    if (!v || ddl_parse_long(v, min, max, out) < 0) {
+        errno = EINVAL;
+        return ddl_errprintf(err, "%s='%s' is not a number in %ld-%ld: ddl-launch --slurm runs "
+                             "only as a task of a Slurm step started with --ddl", name,
+                             v ? v : "", min, max);
+    }
+    return 0;
+}
+
+static int read_identity(ddl_slurm_boot_t *b, ddl_error_t *err)
+{
+    long job, step;
+    if (env_long("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", 1, 1 << 20, &b->size, err) < 0 ||
+        env_long("SLURM_PROCID", NULL, 0, b->size - 1, &b->rank, err) < 0 ||
+        env_long("SLURM_STEP_NUM_NODES", "SLURM_NNODES", 1, b->size, &b->nnodes, err) < 0 ||
+        env_long("SLURM_NODEID", NULL, 0, b->nnodes - 1, &b->node_id, err) < 0 ||
+        env_long("SLURM_LOCALID", NULL, 0, b->size - 1, &b->local_rank, err) < 0 ||
+        env_long("SLURM_JOB_ID", "SLURM_JOBID", 0, 0x7fffffffL, &job, err) < 0 ||
+        env_long("SLURM_STEP_ID", "SLURM_STEPID", 0, 0xffffffffL, &step, err) < 0)
+        return -1;
+    snprintf(b->step, sizeof b->step, "%ld.%ld", job, step);
+    char dir[PATH_MAX - 128];
+    if (ddl_runtime_dir(getuid(), 1, dir, sizeof dir, err) < 0)
+        return -1;
+    snprintf(b->sock, sizeof b->sock, "%s/step-%s.sock", dir, b->step);
+    return 0;
+}
+
+#ifdef HAVE_PMIX
+
+/* The values rank 0 publishes, and where the others find them. */
+#define KEY_LEADER "ddl.leader" /* the leader agent's IPv4:port */
+#define KEY_MASTER "ddl.master" /* MASTER_ADDR */
+#define KEY_MPORT "ddl.mport"   /* MASTER_PORT */
+#define KEY_SECRET "ddl.secret" /* 64 hex digits */
+
+typedef struct {
+    pmix_proc_t me;
+    int leader_fd; /* rank 0: the leader agent's listening socket */
+    char leader[80], secret[72], peers[4096];
+} boot_pmix_t;
+
+static int pmix_fail(ddl_error_t *err, const char *what, pmix_status_t rc)
+{
+    errno = EPROTO;
+    return ddl_errprintf(err, "%s failed: %s", what, PMIx_Error_string(rc));
+}
+
+static int put_str(const char *key, const char *value, ddl_error_t *err)
+{
+    pmix_value_t v;
+    PMIX_VALUE_CONSTRUCT(&v);
+    v.type = PMIX_STRING;
+    v.data.string = (char *)value;
+    pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key, &v);
+    return rc == PMIX_SUCCESS ? 0 : pmix_fail(err, "PMIx_Put", rc);
+}
+
+static int get_str(const pmix_proc_t *who, const char *key, char *buf, size_t len,
+                   ddl_error_t *err)
+{
+    pmix_value_t *v = NULL;
+    pmix_status_t rc = PMIx_Get(who, key, NULL, 0, &v);
+    if (rc != PMIX_SUCCESS)
+        return ddl_errprintf(err, "PMIx_Get(%s) failed: %s", key, PMIx_Error_string(rc));
+    int ok = v->type == PMIX_STRING && v->data.string && strlen(v->data.string) < len;
+    if (ok)
+        snprintf(buf, len, "%s", v->data.string);
+    PMIX_VALUE_RELEASE(v);
+    if (!ok) {
+        errno = EPROTO;
+        return ddl_errprintf(err, "PMIx value %s is not a string of less than %zu bytes", key,
+                             len);
+    }
+    return 0;
+}
+
+/* publish: rank 0's share of the exchange. */
+static int publish(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
+{
+    char ip[64];
+    uint8_t raw[32];
+    uint16_t port, mport;
+    if (ddl_local_ipv4(getenv("SLURM_LAUNCH_NODE_IPADDR"), ip, sizeof ip, err) < 0)
+        return -1;
+    p->leader_fd = ddl_tcp_listen(ip, &port, err);
+    if (p->leader_fd < 0)
+        return -1;
+    int mfd = ddl_tcp_listen(ip, &mport, err); /* a free port for PyTorch's store */
+    if (mfd < 0)
+        return -1;
+    close(mfd);
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+        return ddl_errprintf(err, "getrandom: %s", strerror(errno));
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(p->secret + 2 * i, 3, "%02x", raw[i]);
+    snprintf(p->leader, sizeof p->leader, "%s:%u", ip, port);
+    snprintf(b->master_port, sizeof b->master_port, "%u", mport);
+    return put_str(KEY_LEADER, p->leader, err) < 0 || put_str(KEY_MASTER, ip, err) < 0 ||
+                   put_str(KEY_MPORT, b->master_port, err) < 0 ||
+                   put_str(KEY_SECRET, p->secret, err) < 0
+               ? -1
+               : 0;
+}
+
+static int exchange(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
+{
+    long timeout_s = BOOT_TIMEOUT_DEFAULT_S;
+    const char *t = getenv("DDL_BOOTSTRAP_TIMEOUT");
+    if (t && ddl_parse_long(t, 1, 86400, &timeout_s) < 0)
+        return ddl_errprintf(err, "DDL_BOOTSTRAP_TIMEOUT='%s' is not a number of seconds "
+                             "(1-86400)", t);
+    if (!getenv("PMIX_RANK") && !getenv("PMIX_SERVER_URI41") && !getenv("PMIX_SERVER_URI4") &&
+        !getenv("PMIX_SERVER_URI3") && !getenv("PMIX_SERVER_URI2"))
+        return ddl_errprintf(err, "this step has no PMIx server: run `srun --mpi=pmix --ddl`, or "
+                             "set MpiDefault=pmix in slurm.conf");
+    pmix_status_t rc = PMIx_Init(&p->me, NULL, 0);
+    if (rc != PMIX_SUCCESS)
+        return pmix_fail(err, "PMIx_Init", rc);
+    int ret = -1;
+    if ((long)p->me.rank != b->rank) {
+        ddl_errprintf(err, "PMIx rank %u differs from SLURM_PROCID %ld", p->me.rank, b->rank);
+        goto out;
+    }
+    if (b->rank == 0 && publish(b, p, err) < 0)
+        goto out;
+    if ((rc = PMIx_Commit()) != PMIX_SUCCESS) {
+        pmix_fail(err, "PMIx_Commit", rc);
+        goto out;
+    }
+    pmix_info_t info[2];
+    bool collect = true;
+    int to = (int)timeout_s;
+    PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &to, PMIX_INT);
+    rc = PMIx_Fence(NULL, 0, info, 2);
+    PMIX_INFO_DESTRUCT(&info[0]);
+    PMIX_INFO_DESTRUCT(&info[1]);
+    if (rc != PMIX_SUCCESS) {
+        ddl_errprintf(err, "PMIx_Fence over the step's %ld tasks failed (timeout %ld s, "
+                      "DDL_BOOTSTRAP_TIMEOUT): %s", b->size, timeout_s, PMIx_Error_string(rc));
+        goto out;
+    }
+    pmix_proc_t p0, wild;
+    PMIX_LOAD_PROCID(&p0, p->me.nspace, 0);
+    PMIX_LOAD_PROCID(&wild, p->me.nspace, PMIX_RANK_WILDCARD);
+    char mport[16];
+    if (get_str(&p0, KEY_LEADER, p->leader, sizeof p->leader, err) < 0 ||
+        get_str(&p0, KEY_MASTER, b->master_addr, sizeof b->master_addr, err) < 0 ||
+        get_str(&p0, KEY_MPORT, mport, sizeof mport, err) < 0 ||
+        get_str(&p0, KEY_SECRET, p->secret, sizeof p->secret, err) < 0 ||
+        get_str(&wild, PMIX_LOCAL_PEERS, p->peers, sizeof p->peers, err) < 0)
+        goto out;
+    snprintf(b->master_port, sizeof b->master_port, "%s", mport);
+    b->local_size = 1;
+    for (const char *c = p->peers; *c; c++)
+        b->local_size += *c == ',';
+    ret = 0;
+out:
+    rc = PMIx_Finalize(NULL, 0);
+    if (rc != PMIX_SUCCESS && ret == 0) {
+        pmix_fail(err, "PMIx_Finalize", rc);
+        ret = -1;
+    }
+    return ret;
+}
+
+/* start_agent: the node's first task starts the node's agent. */
+static int start_agent(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
+{
+    char path[PATH_MAX], size[16], node[16], nnodes[16], parent[16], sfd[16], tfd[16];
+    int sp[2];
+    if (ddl_find_helper("ddl-agent", "agent", DDL_BINDIR, path, sizeof path, err) < 0)
+        return -1;
+    if (pipe2(sp, O_CLOEXEC) < 0)
+        return ddl_errprintf(err, "pipe: %s", strerror(errno));
+    /* 64 bytes fit in any pipe: write before the agent reads */
+    if (ddl_write_full(sp[1], p->secret, strlen(p->secret)) < 0) {
+        close(sp[0]);
+        close(sp[1]);
+        return ddl_errprintf(err, "cannot pass the secret to the agent: %s", strerror(errno));
+    }
+    close(sp[1]);
+    snprintf(size, sizeof size, "%ld", b->size);
+    snprintf(node, sizeof node, "%ld", b->node_id);
+    snprintf(nnodes, sizeof nnodes, "%ld", b->nnodes);
+    snprintf(parent, sizeof parent, "%d", (int)getpid());
+    snprintf(sfd, sizeof sfd, "%d", sp[0]);
+    snprintf(tfd, sizeof tfd, "%d", p->leader_fd);
+    int leader = p->leader_fd >= 0;
+    char *argv[] = {"ddl-agent", "serve", "--socket", b->sock, "--step", b->step, "--size", size,
+                    "--node-id", node, "--nnodes", nnodes, "--local-ranks", p->peers,
+                    "--secret-fd", sfd, leader ? "--tcp-fd" : "--leader",
+                    leader ? tfd : p->leader, "--parent", parent, "--exit-when-done", NULL};
+    int keep[2] = {sp[0], p->leader_fd};
+    /* others connect to the leader and retry for up to 30 s */
+    b->agent = ddl_spawn_ready(path, argv, keep, leader ? 2 : 1, 40000, err);
+    close(sp[0]);
+    return b->agent < 0 ? -1 : 0;
+}
+
+int ddl_slurm_boot(ddl_slurm_boot_t *b, ddl_error_t *err)
+{
+    boot_pmix_t p = {.leader_fd = -1};
+    memset(b, 0, sizeof *b);
+    int rc = -1;
+    if (read_identity(b, err) < 0 || exchange(b, &p, err) < 0)
+        goto out;
+    if (b->local_rank == 0 && start_agent(b, &p, err) < 0)
+        goto out;
+    ddl_debug("rank %ld of %ld: node %ld of %ld, local %ld of %ld, agent %s, leader %s", b->rank,
+              b->size, b->node_id, b->nnodes, b->local_rank, b->local_size, b->sock, p.leader);
+    rc = 0;
+out:
+    if (p.leader_fd >= 0)
+        close(p.leader_fd);
+    memset(p.secret, 0, sizeof p.secret);
+    return rc;
+}
+
+#else /* !HAVE_PMIX */
+
+int ddl_slurm_boot(ddl_slurm_boot_t *b, ddl_error_t *err)
+{
+    memset(b, 0, sizeof *b);
+    if (read_identity(b, err) < 0)
+        return -1;
+    errno = ENOTSUP;
+    return ddl_errprintf(err, "this ddl-launch was built without OpenPMIx, which --ddl steps "
+                         "need: install libpmix-dev and rebuild ddl");
+}
+
+#endif

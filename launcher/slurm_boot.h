@@ -1,0 +1,40 @@
+/* slurm_boot.h: ddl-launch's start under Slurm (the --slurm mode that the
+ * SPANK plugin execs in place of each task of a --ddl step).
+ *
+ * One call does the whole bootstrap of a rank's supervisor: read the task's
+ * identity from SLURM_* variables, one PMIx exchange (put, fence with data
+ * collection, get, finalize: rank 0 publishes the leader agent's address,
+ * the PyTorch rendezvous address and the step's secret), and, on the
+ * node's first task, the start of the node's ddl-agent.  After it returns
+ * the process is no longer a PMIx client, so the worker's or this
+ * supervisor's death no longer makes Slurm's PMIx server kill the step.
+ * Not thread-safe; call once.
+ */
+#ifndef DDL_SLURM_BOOT_H
+#define DDL_SLURM_BOOT_H
+
+#include <limits.h>
+#include <sys/types.h>
+
+#include "util.h"
+
+typedef struct {
+    long rank, size;             /* SLURM_PROCID, tasks in the step */
+    long local_rank, local_size; /* on this node */
+    long node_id, nnodes;        /* SLURM_NODEID, nodes in the step */
+    char step[64];               /* "JOBID.STEPID" */
+    char sock[PATH_MAX];         /* the node agent's Unix socket */
+    char master_addr[64];        /* rank 0's node, for MASTER_ADDR */
+    char master_port[16];
+    pid_t agent; /* the node's first task: its ddl-agent child; 0 elsewhere */
+} ddl_slurm_boot_t;
+
+/* ddl_slurm_boot: fill *b as described above.  Blocks until every task of
+ * the step has done the same (the PMIx fence, bounded by
+ * DDL_BOOTSTRAP_TIMEOUT seconds, default 120) and, on the first task of a
+ * node, until its agent listens.  0 on success; -1 with the reason in err
+ * (not a Slurm task, no PMIx in the step, ddl built without PMIx, fence
+ * failed or timed out, agent did not start). */
+int ddl_slurm_boot(ddl_slurm_boot_t *b, ddl_error_t *err);
+
+#endif
