@@ -4,8 +4,11 @@
 # fmnist-train trains an MLP on Fashion-MNIST, data-parallel with libddl; it
 # needs OpenBLAS (configure --with-blas) and is not installed.  The unit test
 # of its IDX reader needs only zlib and is always built by `make check`.
+# torch/ddp_check.py is a plain PyTorch DDP job (nothing to build), run by
+# tests/integration/t0013-torch.t when python3-torch is installed.
 
-EXTRA_DIST += examples/README.md examples/fmnist/README.md
+EXTRA_DIST += examples/README.md examples/fmnist/README.md \
+              examples/torch/README.md examples/torch/ddp_check.py
 
 if HAVE_BLAS
 noinst_PROGRAMS += examples/fmnist/fmnist-train

@@ -67,6 +67,11 @@ tests_helpers_ckpt_check_SOURCES = tests/helpers/ckpt-check.c tests/helpers/chec
 tests_helpers_ckpt_check_LDADD = collectives/libddl.la
 INTEGRATION_TESTS += tests/integration/t0008-checkpoint.t
 
+# An unmodified PyTorch DDP job (examples/torch/ddp_check.py, gloo,
+# init_method=env://) under ddlrun on 2 and 4 ranks; skips without
+# python3-torch.
+INTEGRATION_TESTS += tests/integration/t0013-torch.t
+
 # Slurm plugin, first part: the administrator's configuration reader and
 # the plugin's options on the namespace cluster.  t0010 starts a cluster
 # like t0009 (one bridge, one cluster at a time): it runs after t0009.
