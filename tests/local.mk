@@ -81,3 +81,9 @@ tests_unit_t_conf_SOURCES = tests/unit/t_conf.c tests/tap.h
 tests_unit_t_conf_LDADD = common/libddlcommon.la
 INTEGRATION_TESTS += tests/integration/t0010-spank.t tests/integration/t0011-config-check.t
 tests/integration/t0010-spank.log: tests/integration/t0009-slurm-cluster.log
+
+# Open MPI under srun --mpi=pmix, without --ddl, on a 3-node namespace
+# cluster with spank_ddl.so loaded: the plugin stays out of the way.  One
+# cluster at a time: it runs after t0010.
+INTEGRATION_TESTS += tests/integration/t0014-slurm-mpi.t
+tests/integration/t0014-slurm-mpi.log: tests/integration/t0010-spank.log

@@ -94,7 +94,6 @@ EOF
 }
 
 start_nodes() {
-    ip link add "$BR" type bridge 2>/dev/null || { log "bridge $BR exists: another cluster runs?"; return 1; }
     ip addr add "$NET.1/24" dev "$BR"
     ip link set "$BR" up
     for i in $(seq "$N"); do
@@ -149,6 +148,10 @@ do_start() {
     *) log "DIR '$DIR' must be an absolute path"; exit 2 ;;
     esac
     need
+    # Claim the bridge before arming the clean-up below: `stop` removes every
+    # node namespace and the bridge, so a start that finds another cluster
+    # running must fail without touching it.
+    ip link add "$BR" type bridge 2>/dev/null || { log "bridge $BR exists: another cluster runs? (left alone)"; exit 1; }
     mkdir -p "$DIR/state" "$DIR/log" "$DIR/nodes"
     # whatever fails from here on, leave nothing behind
     trap 'st=$?; if [ $st -ne 0 ]; then log "start failed (status $st): cleaning up"; tail -n 5 "$DIR"/log/*.log >&2 2>/dev/null; do_stop; fi' EXIT
