@@ -19,6 +19,7 @@
 
 #include <hwloc.h>
 
+#include "log.h"
 #include "topo.h"
 
 struct ddl_topo {
@@ -1463,6 +1464,42 @@ int ddl_topo_rank_env(const ddl_topo_t *t, const ddl_topo_map_t *m, int rank, dd
     return 0;
 }
 
+int ddl_topo_bind_pid(pid_t pid, const char *pus, ddl_error_t *err)
+{
+    int rc = 0, e = 0;
+    hwloc_bitmap_t b = hwloc_bitmap_alloc();
+    if (!b || cpulist_parse(pus, b, NULL) < 0 || hwloc_bitmap_iszero(b)) {
+        e = b ? EINVAL : ENOMEM;
+        rc = ddl_errprintf(err, "cannot bind to PUs '%s': %s", pus, strerror(e));
+        hwloc_bitmap_free(b);
+        errno = e;
+        return rc;
+    }
+    int last = hwloc_bitmap_last(b);
+    cpu_set_t *cs = CPU_ALLOC((size_t)last + 1);
+    size_t size = CPU_ALLOC_SIZE((size_t)last + 1);
+    if (!cs) {
+        hwloc_bitmap_free(b);
+        errno = ENOMEM;
+        return ddl_errprintf(err, "cannot bind to PUs %s: out of memory", pus);
+    }
+    CPU_ZERO_S(size, cs);
+    for (int i = hwloc_bitmap_first(b); i >= 0; i = hwloc_bitmap_next(b, i))
+        CPU_SET_S((size_t)i, size, cs);
+    if (sched_setaffinity(pid, size, cs) < 0) {
+        e = errno;
+        rc = ddl_errprintf(err,
+                           "cannot bind to PUs %s: %s (check the allowed CPUs: "
+                           "Cpus_allowed_list in /proc/self/status)",
+                           pus, strerror(e));
+    }
+    CPU_FREE(cs);
+    hwloc_bitmap_free(b);
+    if (rc < 0)
+        errno = e;
+    return rc;
+}
+
 int ddl_topo_env_apply(const ddl_topo_env_t *env, ddl_error_t *err)
 {
     int rc = 0, e = 0;
@@ -1479,34 +1516,10 @@ int ddl_topo_env_apply(const ddl_topo_env_t *env, ddl_error_t *err)
         e = errno;
         rc = ddl_errprintf(err, "cannot set DDL_BIND_CPUS=%s: %s", env->pus, strerror(e));
     }
-    hwloc_bitmap_t b = hwloc_bitmap_alloc();
-    if (!b || cpulist_parse(env->pus, b, NULL) < 0 || hwloc_bitmap_iszero(b)) {
-        e = b ? EINVAL : ENOMEM;
-        rc = ddl_errprintf(err, "cannot bind to PUs '%s': %s", env->pus, strerror(e));
-        hwloc_bitmap_free(b);
-        goto out;
-    }
-    int last = hwloc_bitmap_last(b);
-    cpu_set_t *cs = CPU_ALLOC((size_t)last + 1);
-    size_t size = CPU_ALLOC_SIZE((size_t)last + 1);
-    if (!cs) {
-        e = ENOMEM;
-        rc = ddl_errprintf(err, "cannot bind to PUs %s: out of memory", env->pus);
-        hwloc_bitmap_free(b);
-        goto out;
-    }
-    CPU_ZERO_S(size, cs);
-    for (int i = hwloc_bitmap_first(b); i >= 0; i = hwloc_bitmap_next(b, i))
-        CPU_SET_S((size_t)i, size, cs);
-    if (sched_setaffinity(0, size, cs) < 0) {
+    if (ddl_topo_bind_pid(0, env->pus, err) < 0) {
         e = errno;
-        rc = ddl_errprintf(err,
-                           "cannot bind to PUs %s: %s (check the allowed CPUs: "
-                           "Cpus_allowed_list in /proc/self/status)",
-                           env->pus, strerror(e));
+        rc = -1;
     }
-    CPU_FREE(cs);
-    hwloc_bitmap_free(b);
 out:
     if (rc < 0)
         errno = e;
@@ -1520,4 +1533,83 @@ void ddl_topo_env_clear(ddl_topo_env_t *env)
     free(env->pus);
     env->pus = NULL;
     env->nvars = 0;
+}
+
+/* plan_list: --bind LIST: the CPU lists, one per rank, round robin. */
+static int plan_list(ddl_topo_t *t, ddl_topo_map_t *m, int np, const char *list,
+                     ddl_error_t *err)
+{
+    int n = 1, rc = 0;
+    char *copy = strdup(list), *save = NULL;
+    for (const char *p = list; (p = strchr(p, ':')); p++)
+        n++;
+    char **entries = calloc((size_t)n, sizeof *entries);
+    if (!copy || !entries) {
+        free(copy);
+        free(entries);
+        errno = ENOMEM;
+        return ddl_errprintf(err, "out of memory");
+    }
+    int k = 0;
+    for (char *e = strtok_r(copy, ":", &save); e && k < n; e = strtok_r(NULL, ":", &save))
+        entries[k++] = e;
+    for (int i = 0; i < np && rc == 0 && k > 0; i++)
+        rc = ddl_topo_map_set_cpus(t, m, i, entries[i % k], err);
+    free(entries);
+    free(copy);
+    return rc;
+}
+
+ddl_topo_env_t *ddl_topo_plan(int np, const char *list, int *fatal, ddl_error_t *err)
+{
+    ddl_topo_grant_t *grant = calloc(1, sizeof *grant);
+    ddl_topo_map_t *m = NULL;
+    ddl_topo_env_t *envs = NULL;
+    ddl_error_t gerr;
+    *fatal = 0;
+    ddl_topo_t *t = ddl_topo_load(NULL, err);
+    if (!t || !grant) {
+        if (t)
+            ddl_errprintf(err, "out of memory");
+        goto out;
+    }
+    if (ddl_topo_grant_from_env(t, grant, &gerr) < 0) {
+        ddl_warn("%s; ranks are bound to cores only and keep the GPU variables", gerr.text);
+        snprintf(grant->source, sizeof grant->source, "no usable GPU grant");
+        grant->n = 0;
+    }
+    if (!(m = ddl_topo_assign(t, np, NULL, grant, err)))
+        goto out;
+    if (list && plan_list(t, m, np, list, err) < 0) {
+        *fatal = 1;
+        goto out;
+    }
+    for (int i = 0; i < m->nnotes; i++)
+        ddl_debug("placement: %s", m->notes[i]);
+    if (!(envs = calloc((size_t)np, sizeof *envs))) {
+        ddl_errprintf(err, "out of memory for the placement of %d ranks", np);
+        goto out;
+    }
+    for (int i = 0; i < np; i++) {
+        const ddl_topo_rank_t *rk = &m->ranks[i];
+        if (ddl_topo_rank_env(t, m, i, &envs[i], err) < 0) {
+            for (int j = 0; j <= i; j++)
+                ddl_topo_env_clear(&envs[j]);
+            free(envs);
+            envs = NULL;
+            goto out;
+        }
+        if (envs[i].note[0])
+            ddl_debug("placement: %s", envs[i].note);
+        ddl_debug("local rank %d: GPU %s, NIC %s (%s), NUMA node %d, cores %s%s, PUs %s", i,
+                  rk->gpu >= 0 ? ddl_topo_gpu(t, rk->gpu)->busid : "none",
+                  rk->nic >= 0 ? ddl_topo_nic(t, rk->nic)->name : "none",
+                  rk->nic >= 0 ? ddl_topo_rel_str(rk->nic_rel) : "-", rk->numa, rk->cores,
+                  rk->shared ? " (shared)" : "", rk->pus);
+    }
+out:
+    free(grant);
+    ddl_topo_map_free(m);
+    ddl_topo_free(t);
+    return envs;
 }

@@ -25,6 +25,7 @@
 #define DDL_TOPO_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util.h"
 
@@ -248,5 +249,20 @@ int ddl_topo_env_apply(const ddl_topo_env_t *env, ddl_error_t *err);
 
 /* ddl_topo_env_clear: release what ddl_topo_rank_env allocated. */
 void ddl_topo_env_clear(ddl_topo_env_t *env);
+
+/* ddl_topo_bind_pid: bind process pid (0: the calling thread) to the PUs
+ * of the CPU list pus (sched_setaffinity).  -1 with errno and a message. */
+int ddl_topo_bind_pid(pid_t pid, const char *pus, ddl_error_t *err);
+
+/* ddl_topo_plan: the whole placement of np local ranks on this machine, as
+ * ddlrun --bind and ddl-launch under Slurm use it: each rank's GPU (from the
+ * grant in the environment), nearest NIC and cores, or with list the CPU
+ * lists "0-3:4-7" (one per rank, reused round robin), as np entries for
+ * ddl_topo_env_apply / ddl_topo_bind_pid (release each with
+ * ddl_topo_env_clear, then free the array).  Placement notes go to the
+ * debug log.  NULL when it cannot be done: *fatal 1 when list does not fit
+ * this machine (an error), 0 when the topology cannot be used (the ranks
+ * should run unbound, with a warning); the reason is in err. */
+ddl_topo_env_t *ddl_topo_plan(int np, const char *list, int *fatal, ddl_error_t *err);
 
 #endif

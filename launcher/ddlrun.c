@@ -502,102 +502,30 @@ static void report_kept(run_t *r)
         }
 }
 
-/* plan_binding: the topology work, done once here for all ranks: each
- * rank's GPU, nearest NIC and cores (--bind auto, or the CPU lists of
- * --bind LIST), kept as a CPU mask and variables that start_rank applies in
- * the rank's child before exec; sched_setaffinity() and the environment
+/* plan_binding: the topology work, done once here for all ranks (see
+ * ddl_topo_plan), kept as a CPU mask and variables that start_rank applies
+ * in the rank's child before exec; sched_setaffinity() and the environment
  * carry over to ddl-launch and the worker.  Returns 0, also when the
  * topology cannot be read (the ranks then run unbound, with a warning), or
  * 2 when --bind LIST does not fit this machine. */
 static int plan_binding(run_t *r)
 {
     ddl_error_t err;
-    ddl_topo_t *t = NULL;
-    ddl_topo_grant_t *grant = NULL;
-    ddl_topo_map_t *m = NULL;
-    char *list = NULL;
-    int rc = 0;
-
+    int fatal;
     if (r->o.bind == DDLRUN_BIND_NONE)
         return 0;
-    t = ddl_topo_load(NULL, &err);
-    grant = calloc(1, sizeof *grant);
-    if (!t || !grant) {
-        ddl_warn("%s; the ranks run unbound (--bind none skips the topology)",
-                 t ? "out of memory" : err.text);
-        goto out;
-    }
-    if (ddl_topo_grant_from_env(t, grant, &err) < 0) {
-        ddl_warn("%s; ranks are bound to cores only and keep the GPU variables", err.text);
-        snprintf(grant->source, sizeof grant->source, "no usable GPU grant");
-        grant->n = 0;
-    }
-    m = ddl_topo_assign(t, r->o.np, NULL, grant, &err);
-    if (!m) {
-        ddl_warn("%s; the ranks run unbound", err.text);
-        goto out;
-    }
-    if (r->o.bind == DDLRUN_BIND_LIST) {
-        int n = 1;
-        list = strdup(r->o.bind_list);
-        if (!list) {
-            ddl_error("out of memory");
-            rc = 1;
-            goto out;
-        }
-        for (char *p = list; (p = strchr(p, ':')); p++)
-            n++;
-        char **entries = calloc((size_t)n, sizeof *entries);
-        if (!entries) {
-            ddl_error("out of memory");
-            rc = 1;
-            goto out;
-        }
-        char *save = NULL;
-        int k = 0;
-        for (char *e = strtok_r(list, ":", &save); e && k < n; e = strtok_r(NULL, ":", &save))
-            entries[k++] = e;
-        for (int i = 0; i < r->o.np && rc == 0; i++)
-            if (ddl_topo_map_set_cpus(t, m, i, entries[i % k], &err) < 0) {
-                ddl_error("--bind: %s", err.text);
-                rc = 2;
-            }
-        free(entries);
-        if (rc)
-            goto out;
-    }
-    for (int i = 0; i < m->nnotes; i++)
-        ddl_debug("placement: %s", m->notes[i]);
-    r->bind = calloc((size_t)r->o.np, sizeof *r->bind);
+    r->bind = ddl_topo_plan(r->o.np, r->o.bind == DDLRUN_BIND_LIST ? r->o.bind_list : NULL,
+                            &fatal, &err);
     if (!r->bind) {
-        ddl_warn("out of memory for the placement of %d ranks; the ranks run unbound", r->o.np);
-        goto out;
-    }
-    for (int i = 0; i < r->o.np; i++) {
-        const ddl_topo_rank_t *rk = &m->ranks[i];
-        if (ddl_topo_rank_env(t, m, i, &r->bind[i], &err) < 0) {
-            ddl_warn("%s; the ranks run unbound", err.text);
-            for (int j = 0; j <= i; j++)
-                ddl_topo_env_clear(&r->bind[j]);
-            free(r->bind);
-            r->bind = NULL;
-            goto out;
+        if (fatal) {
+            ddl_error("--bind: %s", err.text);
+            return 2;
         }
-        if (r->bind[i].note[0])
-            ddl_debug("placement: %s", r->bind[i].note);
-        ddl_debug("rank %d: GPU %s, NIC %s (%s), NUMA node %d, cores %s%s, PUs %s", i,
-                  rk->gpu >= 0 ? ddl_topo_gpu(t, rk->gpu)->busid : "none",
-                  rk->nic >= 0 ? ddl_topo_nic(t, rk->nic)->name : "none",
-                  rk->nic >= 0 ? ddl_topo_rel_str(rk->nic_rel) : "-", rk->numa, rk->cores,
-                  rk->shared ? " (shared)" : "", rk->pus);
+        ddl_warn("%s; the ranks run unbound (--bind none skips the topology)", err.text);
+        return 0;
     }
     report_kept(r);
-out:
-    free(list);
-    free(grant);
-    ddl_topo_map_free(m);
-    ddl_topo_free(t);
-    return rc;
+    return 0;
 }
 
 static void free_binding(run_t *r)

@@ -37,6 +37,7 @@
 #include "log.h"
 #include "proto.h"
 #include "slurm_boot.h"
+#include "topo.h"
 #include "sock.h"
 #include "util.h"
 
@@ -122,6 +123,44 @@ static int env_line(FILE *f, const char *name, const char *value, int only_if_un
     return fprintf(f, "%s=%s\n", name, value) < 0 ? -1 : 0;
 }
 
+/* slurm_place: DDL_BIND (auto, none or CPU lists, from --ddl-bind or
+ * ddl.conf): bind the waiting worker and add its placement variables (the
+ * user's own values win).  -1 when a CPU list does not fit this node. */
+static int slurm_place(const ddl_slurm_boot_t *b, pid_t wpid, FILE *f)
+{
+    const char *bind = getenv("DDL_BIND");
+    ddl_error_t err;
+    int fatal;
+    if (!bind || !*bind || strcmp(bind, "none") == 0)
+        return 0;
+    ddl_topo_env_t *plan =
+        ddl_topo_plan((int)b->local_size, strcmp(bind, "auto") == 0 ? NULL : bind, &fatal, &err);
+    if (!plan) {
+        if (fatal) {
+            ddl_error("rank %ld: --ddl-bind=%s: %s", b->rank, bind, err.text);
+            return -1;
+        }
+        if (b->local_rank == 0)
+            ddl_warn("node %ld: %s; the ranks run unbound (--ddl-bind=none skips the topology)",
+                     b->node_id, err.text);
+        return 0;
+    }
+    const ddl_topo_env_t *e = &plan[b->local_rank];
+    for (int i = 0; i < e->nvars; i++)
+        if (!e->vars[i].kept)
+            env_line(f, e->vars[i].name, e->vars[i].value, 0);
+    if (e->pus) {
+        if (ddl_topo_bind_pid(wpid, e->pus, &err) < 0)
+            ddl_warn("rank %ld: %s; it runs unbound", b->rank, err.text);
+        else
+            env_line(f, "DDL_BIND_CPUS", e->pus, 0);
+    }
+    for (long i = 0; i < b->local_size; i++)
+        ddl_topo_env_clear(&plan[i]);
+    free(plan);
+    return 0;
+}
+
 /* slurm_start: bootstrap, register, release the waiting worker with its
  * environment.  Returns the worker's pid, or -1 (reported; worker killed). */
 static pid_t slurm_start(const char *pid_arg, const char *fd_arg, pid_t *agent)
@@ -170,6 +209,10 @@ static pid_t slurm_start(const char *pid_arg, const char *fd_arg, pid_t *agent)
     LINE("LOCAL_WORLD_SIZE", "%ld", b.local_size, 0);
     LINE("NODE_RANK", "%ld", b.node_id, 0);
 #undef LINE
+    if (f && slurm_place(&b, (pid_t)wpid, f) < 0) {
+        kill((pid_t)wpid, SIGKILL);
+        return -1;
+    }
     bad |= f && (env_line(f, "DDL_STEP_ID", b.step, 0) < 0 ||
                  env_line(f, "MASTER_ADDR", b.master_addr, 1) < 0 ||
                  env_line(f, "MASTER_PORT", b.master_port, 1) < 0 ||
