@@ -18,7 +18,7 @@ CONF="$T_TMP/ddl.conf"
 # invocation: both exist before the cluster starts.
 printf 'max_restarts = 5\ncheckpoint_roots = {"/var/tmp"}\n' >"$CONF"
 mkdir -p "$DIR"
-echo "required $PLUGIN config=$CONF" >"$DIR/plugstack.conf"
+echo "required $PLUGIN config=$CONF launch=$DDL_LAUNCH" >"$DIR/plugstack.conf"
 
 export DDL_CLUSTER_SHARE="$top_builddir $top_srcdir $T_TMP"
 sh "$CLUSTER" start "$DIR" 2 >"$T_TMP/start.out" 2>"$T_TMP/start.err"
@@ -28,6 +28,9 @@ trap 'sh "$CLUSTER" stop "$DIR" >/dev/null 2>&1; t_cleanup' EXIT
 t_is $rc 0 "a 2-node cluster starts with spank_ddl.so in plugstack.conf"
 [ $rc -eq 0 ] || { sed 's/^/# /' "$T_TMP/start.err"; t_done; }
 export SLURM_CONF="$DIR/slurm.conf"
+# lib.sh's DDL_RUNTIME_DIR lies in $T_TMP, which every node shares: the node
+# agents' sockets (step-JOB.STEP.sock) would collide there.
+unset DDL_RUNTIME_DIR
 
 t_run 30 srun --help
 t_like "$T_TMP/out" '--ddl-restarts=N' "srun --help lists --ddl-restarts"
@@ -52,10 +55,13 @@ t_ok $([ $? -ne 0 ]; echo $?) "a checkpoint directory outside checkpoint_roots i
 t_ok $([ ! -e "$MARK" ]; echo $?) "... before the step runs"
 
 # A --ddl step: the validated options reach every task, on both nodes.
-t_run 60 srun -N2 -n2 --ddl --ddl-restarts=3 --ddl-checkpoint-dir=/var/tmp/x --ddl-verbose \
+# --ddl bootstraps through PMIx; the cluster's MpiDefault is none.
+t_run 60 srun --mpi=pmix -N2 -n2 --ddl --ddl-restarts=3 --ddl-checkpoint-dir=/var/tmp/x --ddl-verbose \
     sh -c 'echo "$(hostname) $DDL_ENABLED $DDL_RESTARTS $DDL_CHECKPOINT_DIR $DDL_SPARES" \
                 "$DDL_HEARTBEAT_S $DDL_HANG_TIMEOUT_S $DDL_BIND $DDL_VERBOSE $DDL_CONFIG"'
-t_is $? 0 "srun --ddl --ddl-restarts=3 --ddl-checkpoint-dir=/var/tmp/x runs"
+rc=$?
+t_is $rc 0 "srun --ddl --ddl-restarts=3 --ddl-checkpoint-dir=/var/tmp/x runs"
+[ $rc -eq 0 ] || sed 's/^/# stderr: /' "$T_TMP/err" | tail -n 20
 t_is "$(sort "$T_TMP/out" | tr '\n' ' ')" \
     "n1 1 3 /var/tmp/x 0 1 3600 auto 1 $CONF n2 1 3 /var/tmp/x 0 1 3600 auto 1 $CONF " \
     "... every task on n1 and n2 has DDL_* from the options and ddl.conf's defaults"
