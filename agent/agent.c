@@ -13,6 +13,11 @@
  * An exchange then goes: workers -> their agent; a complete node sends
  * NODE_GATHER to the leader; the leader, once it has every rank, sends the
  * ALLGATHER_RESULT to every agent, which hands it to its workers.
+ *
+ * Linked agents send each other PEER_BEAT every heartbeat interval; with
+ * the time each rank was last heard from, that is what `status` reports as
+ * the health of ranks and peers.  (Acting on silence is fault tolerance's
+ * work, not this file's yet.)
  */
 #include "config.h"
 
@@ -24,6 +29,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -37,7 +44,7 @@ enum { CONN_UNIX, CONN_TCP_NEW, CONN_PEER, CONN_LEADER };
 typedef struct {
     int fd;
     int kind;         /* CONN_*: local client, TCP before/after PEER_HELLO, link to the leader */
-    uint32_t node_id; /* CONN_PEER: the node it speaks for */
+    uint32_t node_id; /* CONN_PEER, CONN_LEADER: the node it speaks for (UINT32_MAX: unknown) */
     uid_t uid;
     pid_t pid;
     int rank; /* rank whose supervisor this is, -1 otherwise */
@@ -48,8 +55,20 @@ typedef struct {
     int close_after_flush;
 } conn_t;
 
+/* What this agent knows of another node's agent. */
+typedef struct {
+    uint8_t state;     /* ddl_peer_state_t */
+    int64_t heard_at;  /* ddl_now_ms() of the last message, 0: never */
+    char host[DDL_PLACE_LEN];
+    char addr[64];
+} peer_t;
+
 typedef struct {
     const ddl_agent_opts_t *opts;
+    char host[DDL_PLACE_LEN]; /* this node's hostname */
+    int64_t *heard_at;        /* per world rank: last message from it, 0: never */
+    peer_t *peers;            /* per node (nnodes entries) */
+    int64_t beat_ms, last_beat;
     int lfd, sfd, tfd;
     uint8_t *is_local;  /* per world rank: served by this agent */
     uint32_t nlocal;    /* how many */
@@ -112,6 +131,53 @@ static void conn_error(conn_t *c, int code, const char *text)
     m.u.error.code = code;
     m.u.error.text = (char *)text;
     conn_queue(c, &m);
+}
+
+static void heard_rank(agent_t *a, uint32_t rank)
+{
+    if (rank < a->opts->size)
+        a->heard_at[rank] = ddl_now_ms();
+}
+
+static uint32_t age_ms(int64_t at)
+{
+    if (!at)
+        return DDL_HEARD_NEVER;
+    int64_t d = ddl_now_ms() - at;
+    return d < 0 ? 0 : d >= (int64_t)DDL_HEARD_NEVER ? DDL_HEARD_NEVER - 1 : (uint32_t)d;
+}
+
+/* send_beats: PEER_BEAT on every link between agents. */
+static void send_beats(agent_t *a)
+{
+    ddl_msg_t m = {.type = DDL_MSG_PEER_BEAT};
+    m.u.peer_beat.node_id = a->opts->node_id;
+    m.u.peer_beat.gen = a->ag_gen;
+    m.u.peer_beat.host = a->host;
+    for (size_t i = 0; i < a->nconns; i++)
+        if (a->conns[i]->kind == CONN_PEER || a->conns[i]->kind == CONN_LEADER)
+            conn_queue(a->conns[i], &m);
+    a->last_beat = ddl_now_ms();
+}
+
+/* handle_beat: another agent is alive; the leader's first beat also says
+ * which node it is. */
+static void handle_beat(agent_t *a, conn_t *c, const ddl_msg_t *m)
+{
+    uint32_t node = m->u.peer_beat.node_id;
+    if (node >= a->opts->nnodes || node == a->opts->node_id ||
+        (c->kind == CONN_PEER && node != c->node_id)) {
+        ddl_warn("ignoring a heartbeat that claims node %u on the link of node %u", node,
+                 c->node_id);
+        return;
+    }
+    if (c->kind == CONN_LEADER && c->node_id == UINT32_MAX) {
+        c->node_id = node;
+        a->peers[node].state = DDL_PEER_UP;
+        snprintf(a->peers[node].addr, sizeof a->peers[node].addr, "%s", a->opts->leader);
+    }
+    if (m->u.peer_beat.host)
+        snprintf(a->peers[node].host, sizeof a->peers[node].host, "%s", m->u.peer_beat.host);
 }
 
 static void ag_reset(agent_t *a)
@@ -274,6 +340,7 @@ static void handle_allgather(agent_t *a, conn_t *c, ddl_msg_t *m)
     a->ag_len[g->rank] = g->len;
     a->ag_waiter[g->rank] = c;
     g->data = NULL;
+    heard_rank(a, g->rank);
     a->ag_got++;
     if (a->ranks[g->rank].wpid == 0)
         a->ranks[g->rank].wpid = c->pid;
@@ -357,8 +424,24 @@ static void handle_hello(agent_t *a, conn_t *c, ddl_msg_t *m)
     }
     c->kind = CONN_PEER;
     c->node_id = h->node_id;
-    ddl_debug("node %u's agent connected", h->node_id);
+    peer_t *p = &a->peers[h->node_id];
+    p->state = DDL_PEER_UP;
+    p->heard_at = ddl_now_ms();
+    snprintf(p->host, sizeof p->host, "%s", h->host ? h->host : "");
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    char ip[INET_ADDRSTRLEN];
+    if (getpeername(c->fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET &&
+        inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip))
+        snprintf(p->addr, sizeof p->addr, "%s", ip);
+    ddl_debug("node %u's agent (%s) connected", h->node_id, p->host);
     conn_queue(c, &(ddl_msg_t){.type = DDL_MSG_ACK});
+    /* a beat at once: the new peer learns which node the leader is */
+    ddl_msg_t b = {.type = DDL_MSG_PEER_BEAT};
+    b.u.peer_beat.node_id = a->opts->node_id;
+    b.u.peer_beat.gen = a->ag_gen;
+    b.u.peer_beat.host = a->host;
+    conn_queue(c, &b);
 }
 
 static void handle_status(agent_t *a, conn_t *c)
@@ -370,10 +453,31 @@ static void handle_status(agent_t *a, conn_t *c)
         c->close_after_flush = 1;
         return;
     }
-    uint32_t k = 0;
+    uint32_t k = 0, np = 0;
     for (uint32_t r = 0; r < a->opts->size; r++)
-        if (a->is_local[r])
-            mine[k++] = a->ranks[r];
+        if (a->is_local[r]) {
+            mine[k] = a->ranks[r];
+            mine[k++].heard_ms = age_ms(a->heard_at[r]);
+        }
+    /* the leader reports every other node, the others their leader */
+    ddl_peer_info_t *peers = calloc(a->opts->nnodes ? a->opts->nnodes : 1, sizeof *peers);
+    if (!peers) {
+        free(mine);
+        conn_error(c, ENOMEM, "agent out of memory");
+        c->close_after_flush = 1;
+        return;
+    }
+    for (uint32_t n = 0; n < a->opts->nnodes; n++) {
+        const peer_t *p = &a->peers[n];
+        if (n == a->opts->node_id || (!a->leader && p->state == DDL_PEER_NONE))
+            continue;
+        ddl_peer_info_t *pi = &peers[np++];
+        pi->node_id = n;
+        pi->state = p->state;
+        pi->heard_ms = age_ms(p->heard_at);
+        snprintf(pi->host, sizeof pi->host, "%s", p->host);
+        snprintf(pi->addr, sizeof pi->addr, "%s", p->addr);
+    }
     m.u.status.step = (char *)a->opts->step;
     m.u.status.size = a->opts->size;
     m.u.status.gen = a->ag_gen;
@@ -382,8 +486,13 @@ static void handle_status(agent_t *a, conn_t *c)
     m.u.status.ranks = mine;
     m.u.status.node_id = a->opts->node_id;
     m.u.status.nnodes = a->opts->nnodes;
+    m.u.status.host = a->host;
+    m.u.status.leader = (uint8_t)a->leader;
+    m.u.status.npeers = np;
+    m.u.status.peers = peers;
     conn_queue(c, &m);
     free(mine);
+    free(peers);
     c->close_after_flush = 1;
 }
 
@@ -393,7 +502,10 @@ static void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m)
     uint32_t rank;
     if (c->kind != CONN_UNIX) {
         /* TCP: a hello first, then only the exchanges between agents */
-        if (c->kind == CONN_TCP_NEW && m->type == DDL_MSG_PEER_HELLO)
+        int linked = c->kind == CONN_PEER || c->kind == CONN_LEADER;
+        if (linked && m->type == DDL_MSG_PEER_BEAT)
+            handle_beat(a, c, m);
+        else if (c->kind == CONN_TCP_NEW && m->type == DDL_MSG_PEER_HELLO)
             handle_hello(a, c, m);
         else if (c->kind == CONN_PEER && m->type == DDL_MSG_NODE_GATHER)
             handle_node_gather(a, c, m);
@@ -408,6 +520,8 @@ static void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m)
             conn_error(c, EPROTO, "unexpected message between agents");
             c->close_after_flush = 1;
         }
+        if (linked && c->node_id < a->opts->nnodes)
+            a->peers[c->node_id].heard_at = ddl_now_ms();
         return;
     }
     switch (m->type) {
@@ -425,8 +539,14 @@ static void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m)
             return;
         }
         c->rank = (int)rank;
-        a->ranks[rank].state = DDL_RANK_STARTING;
-        a->ranks[rank].pid = m->u.reg.pid;
+        ddl_rank_info_t *ri = &a->ranks[rank];
+        ri->state = DDL_RANK_STARTING;
+        ri->pid = m->u.reg.pid;
+        memcpy(ri->cpus, m->u.reg.cpus, sizeof ri->cpus);
+        memcpy(ri->gpu, m->u.reg.gpu, sizeof ri->gpu);
+        memcpy(ri->nic, m->u.reg.nic, sizeof ri->nic);
+        ri->restarts = m->u.reg.restarts;
+        heard_rank(a, rank);
         ddl_debug("rank %u registered (supervisor pid %d)", rank, m->u.reg.pid);
         conn_queue(c, &(ddl_msg_t){.type = DDL_MSG_ACK});
         return;
@@ -441,6 +561,7 @@ static void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m)
         a->ranks[rank].state = m->u.rank_state.state;
         a->ranks[rank].wpid = m->u.rank_state.pid;
         a->ranks[rank].wstatus = m->u.rank_state.wstatus;
+        heard_rank(a, rank);
         ddl_debug("rank %u is %s", rank, ddl_rank_state_str(m->u.rank_state.state));
         return;
     case DDL_MSG_ALLGATHER:
@@ -482,6 +603,8 @@ static void conn_drop(agent_t *a, size_t idx)
     } else if (c->kind == CONN_PEER && !a->shutting_down) {
         ddl_info("node %u's agent closed its link", c->node_id);
     }
+    if ((c->kind == CONN_PEER || c->kind == CONN_LEADER) && c->node_id < a->opts->nnodes)
+        a->peers[c->node_id].state = DDL_PEER_LOST;
     for (uint32_t i = 0; i < a->opts->size; i++)
         if (a->ag_waiter[i] == c)
             a->ag_waiter[i] = NULL;
@@ -647,6 +770,7 @@ static int connect_up(agent_t *a)
     m.u.peer_hello.node_id = o->node_id;
     m.u.peer_hello.secret = (uint8_t *)o->secret;
     m.u.peer_hello.secret_len = o->secret_len;
+    m.u.peer_hello.host = a->host;
     if (ddl_proto_send(fd, &m) < 0 || ddl_proto_recv(fd, &m, 10000, &err) < 0) {
         ddl_error("node %u: no answer from the leader agent at %s: %s", o->node_id, o->leader,
                   errno == EPROTO || errno == ETIMEDOUT ? err.text : strerror(errno));
@@ -670,6 +794,7 @@ static int connect_up(agent_t *a)
     ddl_fd_set_nonblock(fd, 1);
     c->fd = fd;
     c->kind = CONN_LEADER;
+    c->node_id = UINT32_MAX; /* until its first beat */
     c->rank = -1;
     a->up = c;
     ddl_debug("node %u: linked to the leader agent at %s", o->node_id, o->leader);
@@ -702,7 +827,10 @@ static int setup(agent_t *a)
     a->ag_len = calloc(n, sizeof *a->ag_len);
     a->ag_waiter = calloc(n, sizeof *a->ag_waiter);
     a->is_local = calloc(n, 1);
-    if (!a->ranks || !a->ag_blob || !a->ag_len || !a->ag_waiter || !a->is_local) {
+    a->heard_at = calloc(n, sizeof *a->heard_at);
+    a->peers = calloc(a->opts->nnodes ? a->opts->nnodes : 1, sizeof *a->peers);
+    if (!a->ranks || !a->ag_blob || !a->ag_len || !a->ag_waiter || !a->is_local || !a->heard_at ||
+        !a->peers) {
         ddl_error("out of memory for a step of %u ranks", n);
         return -1;
     }
@@ -720,6 +848,9 @@ static int setup(agent_t *a)
     }
     a->leader = o->nnodes <= 1 || !o->leader;
     a->started_ms = ddl_now_ms();
+    a->beat_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : 1000;
+    if (gethostname(a->host, sizeof a->host - 1) < 0)
+        snprintf(a->host, sizeof a->host, "?");
     if (o->nnodes > 1 && a->leader && o->tcp_fd < 0) {
         ddl_error("the leader of a %u-node step needs a TCP socket", o->nnodes);
         return -1;
@@ -789,7 +920,13 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
             if (c->out_off < c->out_len)
                 pfds[i + 3].events |= POLLOUT;
         }
-        if (poll(pfds, n, opts->exit_when_done ? 1000 : -1) < 0) {
+        int wait = opts->exit_when_done ? 1000 : -1;
+        if (opts->nnodes > 1) {
+            int64_t left = a.last_beat + a.beat_ms - ddl_now_ms();
+            left = left < 0 ? 0 : left;
+            wait = wait < 0 || left < wait ? (int)left : wait;
+        }
+        if (poll(pfds, n, wait) < 0) {
             if (errno == EINTR)
                 continue;
             ddl_error("poll: %m");
@@ -809,6 +946,8 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
             if (drop)
                 conn_drop(&a, i);
         }
+        if (opts->nnodes > 1 && ddl_now_ms() - a.last_beat >= a.beat_ms)
+            send_beats(&a);
         /* Replies queued for connections other than the one that was read. */
         for (size_t i = a.nconns; i-- > 0;)
             if (a.conns[i]->out_off < a.conns[i]->out_len && conn_flush(a.conns[i]) < 0)
@@ -854,6 +993,8 @@ out:
     free(a.ag_len);
     free(a.ag_waiter);
     free(a.is_local);
+    free(a.heard_at);
+    free(a.peers);
     if (a.tfd >= 0)
         close(a.tfd);
     if (a.sfd >= 0)

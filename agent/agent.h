@@ -29,6 +29,7 @@ typedef struct {
     const uint8_t *secret;     /* the step's secret (when nnodes > 1) */
     uint32_t secret_len;
     int exit_when_done;        /* exit once every local rank has ended */
+    int heartbeat_ms;          /* between PEER_BEATs to linked agents (0: 1000) */
 } ddl_agent_opts_t;
 
 /* ddl_agent_serve: run the daemon until SIGTERM/SIGINT or the parent's

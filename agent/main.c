@@ -38,10 +38,12 @@ static void usage(FILE *f)
             "[--parent PID]\n"
             "                       [--node-id K --nnodes M --local-ranks LIST --secret-fd FD\n"
             "                        (--tcp-fd FD | --leader IP:PORT)] [--exit-when-done]\n"
+            "                       [--heartbeat MS]\n"
             "       ddl-agent --version | --help\n"
             "\n"
-            "status   show the ddl steps running on this node: each rank's state, supervisor\n"
-            "         and worker pids, and exit status (--json for scripts)\n"
+            "status   show the ddl steps running on this node: each rank's state, pids,\n"
+            "         placement, restarts, last contact and exit status, and the links to\n"
+            "         the step's other nodes (--json for scripts)\n"
             "topo     show this node's GPUs, NICs and cores, and where ddl would place N\n"
             "         local ranks ('ddl-agent topo --help' for its options)\n"
             "config   check an administrator's ddl.conf and print its effective values\n"
@@ -150,6 +152,7 @@ static int cmd_serve(int argc, char **argv)
         {"tcp-fd", required_argument, NULL, 'T'},
         {"leader", required_argument, NULL, 'l'},
         {"exit-when-done", no_argument, NULL, 'x'},
+        {"heartbeat", required_argument, NULL, 'H'},
         {NULL, 0, NULL, 0},
     };
     ddl_agent_opts_t o = {.ready_fd = -1, .tcp_fd = -1, .nnodes = 1};
@@ -158,6 +161,10 @@ static int cmd_serve(int argc, char **argv)
     int secret_fd = -1, rc;
     long v;
     int c;
+    /* the step's heartbeat interval (srun --ddl-heartbeat, ddl.conf) */
+    const char *hb = getenv("DDL_HEARTBEAT_S");
+    if (hb && *hb && ddl_parse_long(hb, 1, 60, &v) == 0)
+        o.heartbeat_ms = (int)v * 1000;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+s:t:n:r:p:", opts, NULL)) != -1) {
         switch (c) {
@@ -207,6 +214,12 @@ static int cmd_serve(int argc, char **argv)
             break;
         case 'x':
             o.exit_when_done = 1;
+            break;
+        case 'H':
+            if (ddl_parse_long(optarg, 10, 60000, &v) < 0)
+                return bad("serve: --heartbeat: '%s' is not a number of milliseconds (10-60000)",
+                           optarg);
+            o.heartbeat_ms = (int)v;
             break;
         default:
             free(local);

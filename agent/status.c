@@ -20,37 +20,107 @@
 
 #define STATUS_TIMEOUT_MS 5000
 
+/* fmt_age: "0.4s", "12s", "-" (never). */
+static const char *fmt_age(uint32_t ms, char *buf, size_t len)
+{
+    if (ms == DDL_HEARD_NEVER)
+        snprintf(buf, len, "-");
+    else if (ms < 10000)
+        snprintf(buf, len, "%.1fs", ms / 1000.0);
+    else
+        snprintf(buf, len, "%us", ms / 1000);
+    return buf;
+}
+
+static void json_age(const char *name, uint32_t ms)
+{
+    if (ms == DDL_HEARD_NEVER)
+        printf(", \"%s\": null", name);
+    else
+        printf(", \"%s\": %u", name, ms);
+}
+
+static void json_field(const char *name, const char *value)
+{
+    printf(", \"%s\": ", name);
+    if (value && *value)
+        ddl_json_str(value);
+    else
+        printf("null");
+}
+
+/* The JSON schema is documented in docs/user-guide.md ("ddl-agent status"). */
+static void print_json(const ddl_msg_t *m, const char *path, int first)
+{
+    const typeof(m->u.status) *s = &m->u.status;
+    printf("%s{\"step\": ", first ? "" : ",\n ");
+    ddl_json_str(s->step);
+    json_field("host", s->host);
+    printf(", \"node_id\": %u, \"nnodes\": %u, \"leader\": %s", s->node_id, s->nnodes,
+           s->leader ? "true" : "false");
+    json_field("socket", path);
+    printf(", \"agent_pid\": %d, \"size\": %u, \"generation\": %u, \"ranks\": [", s->agent_pid,
+           s->size, s->gen);
+    for (uint32_t i = 0; i < s->nranks; i++) {
+        const ddl_rank_info_t *r = &s->ranks[i];
+        printf("%s{\"rank\": %u, \"state\": \"%s\", \"pid\": %d, \"worker_pid\": %d",
+               i ? ", " : "", r->rank, ddl_rank_state_str(r->state), r->pid, r->wpid);
+        json_field("cpus", r->cpus);
+        json_field("gpu", r->gpu);
+        json_field("nic", r->nic);
+        printf(", \"restarts\": %u", r->restarts);
+        json_age("heard_ms", r->heard_ms);
+        if (r->state == DDL_RANK_EXITED || r->state == DDL_RANK_FAILED)
+            printf(", \"exit_code\": %d", ddl_wait_status_code(r->wstatus));
+        printf("}");
+    }
+    printf("], \"peers\": [");
+    for (uint32_t i = 0; i < s->npeers; i++) {
+        const ddl_peer_info_t *p = &s->peers[i];
+        printf("%s{\"node_id\": %u", i ? ", " : "", p->node_id);
+        json_field("host", p->host);
+        json_field("address", p->addr);
+        printf(", \"link\": \"%s\"", ddl_peer_state_str(p->state));
+        json_age("heard_ms", p->heard_ms);
+        printf("}");
+    }
+    printf("]}");
+}
+
 static void print_step(const ddl_msg_t *m, const char *path, int json, int first)
 {
     const typeof(m->u.status) *s = &m->u.status;
+    char age[32];
     if (json) {
-        printf("%s{\"step\": ", first ? "" : ",\n ");
-        ddl_json_str(s->step);
-        printf(", \"socket\": ");
-        ddl_json_str(path);
-        printf(", \"agent_pid\": %d, \"size\": %u, \"generation\": %u, \"ranks\": [", s->agent_pid,
-               s->size, s->gen);
-        for (uint32_t i = 0; i < s->nranks; i++) {
-            const ddl_rank_info_t *r = &s->ranks[i];
-            printf("%s{\"rank\": %u, \"state\": \"%s\", \"pid\": %d, \"worker_pid\": %d",
-                   i ? ", " : "", r->rank, ddl_rank_state_str(r->state), r->pid, r->wpid);
-            if (r->state == DDL_RANK_EXITED || r->state == DDL_RANK_FAILED)
-                printf(", \"exit_code\": %d", ddl_wait_status_code(r->wstatus));
-            printf("}");
-        }
-        printf("]}");
+        print_json(m, path, first);
         return;
     }
-    printf("step %s: %u ranks, generation %u, agent pid %d (%s)\n", s->step, s->size, s->gen,
-           s->agent_pid, path);
-    printf("  %-6s %-9s %-8s %-8s %s\n", "RANK", "STATE", "PID", "WORKER", "EXIT");
+    if (!first)
+        printf("\n");
+    printf("step %s: %u rank%s on %u node%s, generation %u\n", s->step, s->size,
+           s->size == 1 ? "" : "s", s->nnodes, s->nnodes == 1 ? "" : "s", s->gen);
+    printf("  this node: %s (node %u%s), agent pid %d, %s\n", s->host ? s->host : "?",
+           s->node_id, s->leader && s->nnodes > 1 ? ", leader" : "", s->agent_pid, path);
+    printf("  %-5s %-8s %-8s %-8s %-12s %-13s %-8s %-4s %-6s %s\n", "RANK", "STATE", "PID",
+           "WORKER", "CPUS", "GPU", "NIC", "RST", "HEARD", "EXIT");
     for (uint32_t i = 0; i < s->nranks; i++) {
         const ddl_rank_info_t *r = &s->ranks[i];
         char exit_text[96] = "-";
         if (r->state == DDL_RANK_EXITED || r->state == DDL_RANK_FAILED)
             ddl_describe_wait_status(r->wstatus, exit_text, sizeof exit_text);
-        printf("  %-6u %-9s %-8d %-8d %s\n", r->rank, ddl_rank_state_str(r->state), r->pid,
-               r->wpid, exit_text);
+        printf("  %-5u %-8s %-8d %-8d %-12s %-13s %-8s %-4u %-6s %s\n", r->rank,
+               ddl_rank_state_str(r->state), r->pid, r->wpid, r->cpus[0] ? r->cpus : "-",
+               r->gpu[0] ? r->gpu : "-", r->nic[0] ? r->nic : "-", r->restarts,
+               fmt_age(r->heard_ms, age, sizeof age), exit_text);
+    }
+    if (s->npeers == 0)
+        return;
+    printf("  %-5s %-12s %-21s %-6s %s\n", "NODE", "HOST", "ADDRESS", "LINK", "HEARD");
+    for (uint32_t i = 0; i < s->npeers; i++) {
+        const ddl_peer_info_t *p = &s->peers[i];
+        printf("  %-5u %-12s %-21s %-6s %s\n", p->node_id, p->host[0] ? p->host : "?",
+               p->addr[0] ? p->addr : "-", ddl_peer_state_str(p->state),
+               fmt_age(p->heard_ms, age, sizeof age));
     }
 }
 

@@ -21,12 +21,19 @@ const char *ddl_rank_state_str(int state)
     return state >= 0 && state <= DDL_RANK_STATE_MAX ? names[state] : "unknown";
 }
 
+const char *ddl_peer_state_str(int state)
+{
+    static const char *const names[] = {"none", "up", "lost"};
+    return state >= 0 && state <= DDL_PEER_LOST ? names[state] : "unknown";
+}
+
 const char *ddl_msg_type_str(int type)
 {
     static const char *const names[] = {"",       "ERROR",      "REGISTER", "RANK_STATE",
                                         "ALLGATHER", "ALLGATHER_RESULT", "STATUS_REQ",
-                                        "STATUS", "ACK", "PEER_HELLO", "NODE_GATHER"};
-    return type >= DDL_MSG_ERROR && type <= DDL_MSG_NODE_GATHER ? names[type] : "unknown";
+                                        "STATUS", "ACK", "PEER_HELLO", "NODE_GATHER",
+                                        "PEER_BEAT"};
+    return type >= DDL_MSG_ERROR && type <= DDL_MSG_PEER_BEAT ? names[type] : "unknown";
 }
 
 void ddl_msg_clear(ddl_msg_t *msg)
@@ -47,10 +54,16 @@ void ddl_msg_clear(ddl_msg_t *msg)
     case DDL_MSG_STATUS:
         free(msg->u.status.step);
         free(msg->u.status.ranks);
+        free(msg->u.status.host);
+        free(msg->u.status.peers);
         break;
     case DDL_MSG_PEER_HELLO:
         free(msg->u.peer_hello.step);
         free(msg->u.peer_hello.secret);
+        free(msg->u.peer_hello.host);
+        break;
+    case DDL_MSG_PEER_BEAT:
+        free(msg->u.peer_beat.host);
         break;
     case DDL_MSG_NODE_GATHER:
         free(msg->u.node_gather.ranks);
@@ -152,6 +165,10 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
     case DDL_MSG_REGISTER:
         w_u32(&w, u->reg.rank);
         w_i32(&w, u->reg.pid);
+        w_str(&w, u->reg.cpus);
+        w_str(&w, u->reg.gpu);
+        w_str(&w, u->reg.nic);
+        w_u32(&w, u->reg.restarts);
         break;
     case DDL_MSG_RANK_STATE:
         w_u32(&w, u->rank_state.rank);
@@ -197,6 +214,28 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
         }
         w_u32(&w, u->status.node_id);
         w_u32(&w, u->status.nnodes);
+        /* minor 2 */
+        w_str(&w, u->status.host);
+        w_u8(&w, u->status.leader);
+        for (uint32_t i = 0; i < u->status.nranks && !w.failed; i++) {
+            const ddl_rank_info_t *r = &u->status.ranks[i];
+            w_str(&w, r->cpus);
+            w_str(&w, r->gpu);
+            w_str(&w, r->nic);
+            w_u32(&w, r->restarts);
+            w_u32(&w, r->heard_ms);
+        }
+        w_u32(&w, u->status.npeers);
+        if (u->status.npeers && !u->status.peers && !w.failed)
+            w.failed = EINVAL;
+        for (uint32_t i = 0; i < u->status.npeers && !w.failed; i++) {
+            const ddl_peer_info_t *pi = &u->status.peers[i];
+            w_u32(&w, pi->node_id);
+            w_u8(&w, pi->state);
+            w_u32(&w, pi->heard_ms);
+            w_str(&w, pi->host);
+            w_str(&w, pi->addr);
+        }
         break;
     case DDL_MSG_PEER_HELLO:
         w_str(&w, u->peer_hello.step);
@@ -204,6 +243,12 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
         if (u->peer_hello.secret_len > DDL_PROTO_MAX_SECRET && !w.failed)
             w.failed = EINVAL;
         w_blob(&w, u->peer_hello.secret, u->peer_hello.secret_len);
+        w_str(&w, u->peer_hello.host);
+        break;
+    case DDL_MSG_PEER_BEAT:
+        w_u32(&w, u->peer_beat.node_id);
+        w_u32(&w, u->peer_beat.gen);
+        w_str(&w, u->peer_beat.host);
         break;
     case DDL_MSG_NODE_GATHER: {
         const typeof(u->node_gather) *g = &u->node_gather;
@@ -321,6 +366,26 @@ static char *r_str(rbuf_t *r, const char *what, int *nomem)
     return out;
 }
 
+/* r_str_into: a string copied into buf (cut to size - 1 bytes: these are
+ * for display); "" when the body ends before it (an older minor). */
+static void r_str_into(rbuf_t *r, char *buf, size_t size, const char *what)
+{
+    const uint8_t *s;
+    buf[0] = '\0';
+    if (r->what || r->left == 0)
+        return;
+    uint32_t n = r_blob(r, &s, what);
+    if (r->what)
+        return;
+    if (n > DDL_PROTO_MAX_STR || memchr(s, '\0', n)) {
+        r->what = what;
+        return;
+    }
+    size_t k = n < size - 1 ? n : size - 1;
+    memcpy(buf, s, k);
+    buf[k] = '\0';
+}
+
 static int malformed(ddl_msg_t *msg, ddl_error_t *err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int malformed(ddl_msg_t *msg, ddl_error_t *err, const char *fmt, ...)
@@ -373,6 +438,12 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
     case DDL_MSG_REGISTER:
         u->reg.rank = r_u32(&r, "rank");
         u->reg.pid = r_i32(&r, "pid");
+        if (!r.what && r.left) { /* minor 2 */
+            r_str_into(&r, u->reg.cpus, sizeof u->reg.cpus, "cpus");
+            r_str_into(&r, u->reg.gpu, sizeof u->reg.gpu, "gpu");
+            r_str_into(&r, u->reg.nic, sizeof u->reg.nic, "nic");
+            u->reg.restarts = r_u32(&r, "restarts");
+        }
         break;
     case DDL_MSG_RANK_STATE:
         u->rank_state.rank = r_u32(&r, "rank");
@@ -456,6 +527,38 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
             u->status.node_id = r_u32(&r, "node id");
             u->status.nnodes = r_u32(&r, "node count");
         }
+        if (r.what || r.left == 0)
+            break;
+        /* minor 2 */
+        u->status.host = r_str(&r, "host", &nomem);
+        u->status.leader = r_u8(&r, "leader");
+        for (uint32_t i = 0; i < n && !r.what; i++) {
+            ddl_rank_info_t *ri = &u->status.ranks[i];
+            r_str_into(&r, ri->cpus, sizeof ri->cpus, "cpus");
+            r_str_into(&r, ri->gpu, sizeof ri->gpu, "gpu");
+            r_str_into(&r, ri->nic, sizeof ri->nic, "nic");
+            ri->restarts = r_u32(&r, "restarts");
+            ri->heard_ms = r_u32(&r, "heard");
+        }
+        uint32_t np = r_u32(&r, "peer count");
+        if (!r.what && np > r.left / 17)
+            r.what = "peer count";
+        if (r.what || nomem)
+            break;
+        u->status.peers = calloc(np ? np : 1, sizeof(ddl_peer_info_t));
+        if (!u->status.peers) {
+            nomem = 1;
+            break;
+        }
+        u->status.npeers = np;
+        for (uint32_t i = 0; i < np && !r.what; i++) {
+            ddl_peer_info_t *pi = &u->status.peers[i];
+            pi->node_id = r_u32(&r, "peer node");
+            pi->state = r_u8(&r, "peer state");
+            pi->heard_ms = r_u32(&r, "peer heard");
+            r_str_into(&r, pi->host, sizeof pi->host, "peer host");
+            r_str_into(&r, pi->addr, sizeof pi->addr, "peer address");
+        }
         break;
     }
     case DDL_MSG_PEER_HELLO: {
@@ -474,6 +577,14 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
         }
         memcpy(u->peer_hello.secret, p, n);
         u->peer_hello.secret_len = n;
+        if (r.left) /* minor 2 */
+            u->peer_hello.host = r_str(&r, "host", &nomem);
+        break;
+    }
+    case DDL_MSG_PEER_BEAT: {
+        u->peer_beat.node_id = r_u32(&r, "node id");
+        u->peer_beat.gen = r_u32(&r, "generation");
+        u->peer_beat.host = r_str(&r, "host", &nomem);
         break;
     }
     case DDL_MSG_NODE_GATHER: {

@@ -24,7 +24,7 @@
 
 #define DDL_PROTO_MAGIC 0x44444c77u /* "DDLw" */
 #define DDL_PROTO_MAJOR 1
-#define DDL_PROTO_MINOR 1
+#define DDL_PROTO_MINOR 2
 #define DDL_PROTO_HDR_LEN 12
 #define DDL_PROTO_MAX_BODY (64u << 20)
 #define DDL_PROTO_MAX_STR 4096u
@@ -41,6 +41,7 @@ typedef enum {
     DDL_MSG_ACK = 8,              /* agent -> client: request accepted */
     DDL_MSG_PEER_HELLO = 9,       /* agent -> leader agent (TCP): step, node, secret */
     DDL_MSG_NODE_GATHER = 10,     /* agent -> leader agent: a node's contributions */
+    DDL_MSG_PEER_BEAT = 11,       /* agent <-> agent (TCP), every heartbeat interval (minor 2) */
 } ddl_msg_type_t;
 
 /* A rank's life cycle as the agent sees it. */
@@ -57,13 +58,43 @@ typedef enum {
 /* ddl_rank_state_str: "running" etc.; "unknown" for other values. */
 const char *ddl_rank_state_str(int state);
 
+/* Placement strings as ddl-launch reports them (longer ones are cut). */
+#define DDL_PLACE_LEN 128
+
+/* "never heard of" in the *_heard_ms ages below. */
+#define DDL_HEARD_NEVER UINT32_MAX
+
 typedef struct {
     uint32_t rank;
     uint8_t state;   /* ddl_rank_state_t */
     int32_t pid;     /* supervisor (ddl-launch) pid, 0 if unknown */
     int32_t wpid;    /* worker pid, 0 if not started */
     int32_t wstatus; /* waitpid() status once EXITED/FAILED */
+    /* minor 2 ("" and 0 from older peers): */
+    char cpus[DDL_PLACE_LEN]; /* PU list the worker is bound to, "" unbound */
+    char gpu[DDL_PLACE_LEN];  /* its GPU's PCI bus id, "" none */
+    char nic[DDL_PLACE_LEN];  /* its NIC, "" none */
+    uint32_t restarts;        /* times the worker was restarted */
+    uint32_t heard_ms;        /* ms since the agent last heard from the rank (DDL_HEARD_NEVER) */
 } ddl_rank_info_t;
+
+/* An agent's view of its link to another node's agent (minor 2). */
+typedef enum {
+    DDL_PEER_NONE = 0, /* no link (yet): the leader links every node, others only the leader */
+    DDL_PEER_UP = 1,   /* linked */
+    DDL_PEER_LOST = 2, /* was linked, the link closed */
+} ddl_peer_state_t;
+
+/* ddl_peer_state_str: "up" etc.; "unknown" for other values. */
+const char *ddl_peer_state_str(int state);
+
+typedef struct {
+    uint32_t node_id;
+    uint8_t state;            /* ddl_peer_state_t */
+    uint32_t heard_ms;        /* ms since the last message on the link (DDL_HEARD_NEVER) */
+    char host[DDL_PLACE_LEN]; /* its hostname, "" unknown */
+    char addr[64];            /* its address as "IPv4:port" or "IPv4", "" unknown */
+} ddl_peer_info_t;
 
 /* One decoded message.  Pointers are owned by the message: free them with
  * ddl_msg_clear().  For encoding, the caller fills the fields it owns and
@@ -78,6 +109,9 @@ typedef struct {
         struct {
             uint32_t rank;
             int32_t pid;
+            /* minor 2 (empty and 0 from older supervisors): */
+            char cpus[DDL_PLACE_LEN], gpu[DDL_PLACE_LEN], nic[DDL_PLACE_LEN];
+            uint32_t restarts;
         } reg;
         struct {
             uint32_t rank;
@@ -102,13 +136,25 @@ typedef struct {
             uint32_t nranks;
             ddl_rank_info_t *ranks;
             uint32_t node_id, nnodes; /* minor 1; 0 and 1 from older agents */
+            /* minor 2 (NULL, 0 from older agents); the per-rank placement,
+             * restarts and ages travel here too, in rank order: */
+            char *host;              /* the agent's hostname */
+            uint8_t leader;          /* 1: this agent serves the step's exchanges */
+            uint32_t npeers;
+            ddl_peer_info_t *peers; /* npeers entries */
         } status;
         struct {
             char *step;
             uint32_t node_id;
             uint32_t secret_len; /* at most DDL_PROTO_MAX_SECRET */
             uint8_t *secret;
+            char *host; /* minor 2: the sender's hostname (NULL from older agents) */
         } peer_hello;
+        struct {
+            uint32_t node_id; /* the sender's node */
+            uint32_t gen;     /* its generation */
+            char *host;       /* its hostname */
+        } peer_beat;
         struct {
             uint32_t gen, seq, size, count;
             uint32_t *ranks; /* count entries, each < size */

@@ -82,6 +82,12 @@ static int register_rank(int timeout_ms)
     m = (ddl_msg_t){.type = DDL_MSG_REGISTER};
     m.u.reg.rank = (uint32_t)rank;
     m.u.reg.pid = (int32_t)getpid();
+    /* the placement ddlrun or slurm_plan put in this process's environment */
+    const char *cpus = getenv("DDL_BIND_CPUS"), *gpu = getenv("DDL_BIND_GPU"),
+               *nic = getenv("DDL_BIND_NIC");
+    snprintf(m.u.reg.cpus, sizeof m.u.reg.cpus, "%s", cpus ? cpus : "");
+    snprintf(m.u.reg.gpu, sizeof m.u.reg.gpu, "%s", gpu ? gpu : "");
+    snprintf(m.u.reg.nic, sizeof m.u.reg.nic, "%s", nic ? nic : "");
     if (ddl_proto_send(agent_fd, &m) < 0 ||
         ddl_proto_recv(agent_fd, &m, timeout_ms, &err) < 0) {
         ddl_error("rank %ld: registration with the agent at %s failed: %s", rank, sock,
@@ -123,14 +129,16 @@ static int env_line(FILE *f, const char *name, const char *value, int only_if_un
     return fprintf(f, "%s=%s\n", name, value) < 0 ? -1 : 0;
 }
 
-/* slurm_place: DDL_BIND (auto, none or CPU lists, from --ddl-bind or
- * ddl.conf): bind the waiting worker and add its placement variables (the
- * user's own values win).  -1 when a CPU list does not fit this node. */
-static int slurm_place(const ddl_slurm_boot_t *b, pid_t wpid, FILE *f)
+/* slurm_plan: DDL_BIND (auto, none or CPU lists, from --ddl-bind or
+ * ddl.conf): this rank's placement into *place (cleared: nothing to apply),
+ * with DDL_BIND_CPUS/GPU/NIC also set here for the registration.  -1 when a
+ * CPU list does not fit this node. */
+static int slurm_plan(const ddl_slurm_boot_t *b, ddl_topo_env_t *place)
 {
     const char *bind = getenv("DDL_BIND");
     ddl_error_t err;
     int fatal;
+    memset(place, 0, sizeof *place);
     if (!bind || !*bind || strcmp(bind, "none") == 0)
         return 0;
     ddl_topo_env_t *plan =
@@ -145,20 +153,33 @@ static int slurm_place(const ddl_slurm_boot_t *b, pid_t wpid, FILE *f)
                      b->node_id, err.text);
         return 0;
     }
-    const ddl_topo_env_t *e = &plan[b->local_rank];
-    for (int i = 0; i < e->nvars; i++)
-        if (!e->vars[i].kept)
-            env_line(f, e->vars[i].name, e->vars[i].value, 0);
-    if (e->pus) {
-        if (ddl_topo_bind_pid(wpid, e->pus, &err) < 0)
-            ddl_warn("rank %ld: %s; it runs unbound", b->rank, err.text);
-        else
-            env_line(f, "DDL_BIND_CPUS", e->pus, 0);
-    }
+    *place = plan[b->local_rank];
+    plan[b->local_rank].pus = NULL; /* now place's */
     for (long i = 0; i < b->local_size; i++)
         ddl_topo_env_clear(&plan[i]);
     free(plan);
+    for (int i = 0; i < place->nvars; i++)
+        if (strncmp(place->vars[i].name, "DDL_BIND_", 9) == 0)
+            setenv(place->vars[i].name, place->vars[i].value, 1);
+    if (place->pus)
+        setenv("DDL_BIND_CPUS", place->pus, 1);
     return 0;
+}
+
+/* slurm_place: apply the placement to the waiting worker: its CPU mask and
+ * the variables the user did not set. */
+static void slurm_place(const ddl_slurm_boot_t *b, pid_t wpid, ddl_topo_env_t *place, FILE *f)
+{
+    ddl_error_t err;
+    for (int i = 0; i < place->nvars; i++)
+        if (!place->vars[i].kept)
+            env_line(f, place->vars[i].name, place->vars[i].value, 0);
+    if (place->pus) {
+        if (ddl_topo_bind_pid(wpid, place->pus, &err) < 0)
+            ddl_warn("rank %ld: %s; it runs unbound", b->rank, err.text);
+        else
+            env_line(f, "DDL_BIND_CPUS", place->pus, 0);
+    }
 }
 
 /* slurm_start: bootstrap, register, release the waiting worker with its
@@ -185,7 +206,9 @@ static pid_t slurm_start(const char *pid_arg, const char *fd_arg, pid_t *agent)
     setenv("DDL_AGENT_SOCK", b.sock, 1);
     snprintf(v, sizeof v, "%ld", b.rank);
     setenv("DDL_RANK", v, 1);
-    if (register_rank(SLURM_REGISTER_TIMEOUT_MS) < 0) {
+    ddl_topo_env_t place;
+    if (slurm_plan(&b, &place) < 0 || register_rank(SLURM_REGISTER_TIMEOUT_MS) < 0) {
+        ddl_topo_env_clear(&place);
         kill((pid_t)wpid, SIGKILL);
         return -1;
     }
@@ -209,10 +232,9 @@ static pid_t slurm_start(const char *pid_arg, const char *fd_arg, pid_t *agent)
     LINE("LOCAL_WORLD_SIZE", "%ld", b.local_size, 0);
     LINE("NODE_RANK", "%ld", b.node_id, 0);
 #undef LINE
-    if (f && slurm_place(&b, (pid_t)wpid, f) < 0) {
-        kill((pid_t)wpid, SIGKILL);
-        return -1;
-    }
+    if (f)
+        slurm_place(&b, (pid_t)wpid, &place, f);
+    ddl_topo_env_clear(&place);
     bad |= f && (env_line(f, "DDL_STEP_ID", b.step, 0) < 0 ||
                  env_line(f, "MASTER_ADDR", b.master_addr, 1) < 0 ||
                  env_line(f, "MASTER_PORT", b.master_port, 1) < 0 ||

@@ -18,9 +18,14 @@ t_is "$(stat -c %a "$(dirname "$sock")")" 700 "its directory has mode 0700"
 
 t_run 10 "$DDL_AGENT" status
 t_is $? 0 "ddl-agent status exits 0"
-t_like "$T_TMP/out" "^step local-$pid: 3 ranks, generation 0" "status names the step and its size"
-t_is "$(grep -cE '^  [0-2] +running +[0-9]+ +[0-9]+ +-$' "$T_TMP/out")" 3 \
-    "status lists 3 running ranks with supervisor and worker pids"
+t_like "$T_TMP/out" "^step local-$pid: 3 ranks on 1 node, generation 0" \
+    "status names the step, its size and node count"
+t_like "$T_TMP/out" "^  this node: $(hostname) \(node 0\), agent pid [0-9]+, $sock\$" \
+    "... this node, the agent's pid and socket"
+# RANK STATE PID WORKER CPUS GPU NIC RST HEARD EXIT; ddlrun binds each rank
+# to cores (--bind auto), so CPUS is a list; heard within the last 60 s.
+t_is "$(grep -cE '^  [0-2] +running +[0-9]+ +[0-9]+ +[0-9][-0-9,]* +[^ ]+ +[^ ]+ +0 +[0-9.]+s +-$' "$T_TMP/out")" 3 \
+    "status lists 3 running ranks with pids, cores, GPU, NIC, 0 restarts and last contact"
 for w in $(awk '$2 == "running" {print $4}' "$T_TMP/out"); do
     grep -q "$T_TOKEN" "/proc/$w/cmdline" 2>/dev/null || t_diag "worker pid $w is not the job's"
 done
@@ -29,6 +34,10 @@ t_run 10 "$DDL_AGENT" status --json
 t_is $? 0 "status --json exits 0"
 t_like "$T_TMP/out" "^\[\{\"step\": \"local-$pid\"" "JSON names the step"
 t_is "$(grep -o '"state": "running"' "$T_TMP/out" | wc -l)" 3 "JSON has 3 running ranks"
+t_is "$(grep -oE '"cpus": "[0-9][-0-9,]*", "gpu": [^,]+, "nic": [^,]+, "restarts": 0, "heard_ms": [0-9]+' \
+        "$T_TMP/out" | wc -l)" 3 "... each with its cores, GPU, NIC, restarts and last contact"
+t_like "$T_TMP/out" '"nnodes": 1, "leader": true, .*"peers": \[\]\}\]$' \
+    "... one node, which leads, and no peers"
 
 kill -TERM $pid
 wait $pid
@@ -63,7 +72,7 @@ else
     t_like "$T_TMP/err" "permission denied: uid 65534 may not use the agent of uid 0" \
         "... with a message naming both uids"
     t_run 10 "$DDL_AGENT" status --socket "$open/agent.sock"
-    t_like "$T_TMP/out" "^step peer-$T_TOKEN: 1 ranks" "the owner (root) is still served"
+    t_like "$T_TMP/out" "^step peer-$T_TOKEN: 1 rank on 1 node" "the owner (root) is still served"
     kill $apid
     wait $apid
 fi

@@ -68,6 +68,35 @@ static void test_round_trips(void)
     ok(out.u.reg.rank == 4095 && out.u.reg.pid == 123456, "REGISTER rank and pid survive");
     ddl_msg_clear(&out);
 
+    /* minor 2: the placement and restarts; a too long string is cut */
+    snprintf(in.u.reg.cpus, sizeof in.u.reg.cpus, "0-3,8-11");
+    snprintf(in.u.reg.gpu, sizeof in.u.reg.gpu, "0000:3b:00.0");
+    memset(in.u.reg.nic, 'x', sizeof in.u.reg.nic - 1);
+    in.u.reg.restarts = 3;
+    round_trip(&in, &out);
+    is_str(out.u.reg.cpus, "0-3,8-11", "REGISTER CPUs survive");
+    is_str(out.u.reg.gpu, "0000:3b:00.0", "REGISTER GPU survives");
+    is(strlen(out.u.reg.nic), DDL_PLACE_LEN - 1, "REGISTER NIC of %d bytes survives",
+       DDL_PLACE_LEN - 1);
+    is(out.u.reg.restarts, 3, "REGISTER restarts survive");
+    ddl_msg_clear(&out);
+    {
+        /* a minor-1 supervisor's REGISTER (rank and pid only) */
+        size_t l;
+        uint8_t *f = encode(&in, &l);
+        size_t tail = 3 * 4 + strlen(in.u.reg.cpus) + strlen(in.u.reg.gpu) +
+                      strlen(in.u.reg.nic) + 4;
+        f[5] = 1;
+        set_u32(f + 8, (uint32_t)(l - DDL_PROTO_HDR_LEN - tail));
+        ddl_error_t err;
+        ok(ddl_proto_decode(f, l - tail, &out, &err) == (ssize_t)(l - tail) &&
+               out.u.reg.rank == 4095 && out.u.reg.cpus[0] == 0 && out.u.reg.nic[0] == 0 &&
+               out.u.reg.restarts == 0,
+           "REGISTER of minor version 1: no placement, no restarts");
+        ddl_msg_clear(&out);
+        free(f);
+    }
+
     in = (ddl_msg_t){.type = DDL_MSG_RANK_STATE};
     in.u.rank_state.rank = 7;
     in.u.rank_state.state = DDL_RANK_FAILED;
@@ -117,8 +146,9 @@ static void test_round_trips(void)
        "ALLGATHER_RESULT blobs (including an empty one) survive in order");
     ddl_msg_clear(&out);
 
-    ddl_rank_info_t ranks[2] = {{0, DDL_RANK_RUNNING, 10, 11, 0},
-                                {1, DDL_RANK_EXITED, 12, 13, 256}};
+    ddl_rank_info_t ranks[2] = {
+        {.rank = 0, .state = DDL_RANK_RUNNING, .pid = 10, .wpid = 11, .wstatus = 0},
+        {.rank = 1, .state = DDL_RANK_EXITED, .pid = 12, .wpid = 13, .wstatus = 256}};
     in = (ddl_msg_t){.type = DDL_MSG_STATUS};
     in.u.status.step = "local-42";
     in.u.status.size = 2;
@@ -139,21 +169,73 @@ static void test_round_trips(void)
     ok(out.u.status.node_id == 2 && out.u.status.nnodes == 3, "STATUS node id and node count");
     ddl_msg_clear(&out);
 
-    /* a STATUS from a minor-0 agent (no node fields) reads as node 0 of 1 */
+    /* minor 2: host, leader, per-rank placement and ages, peers */
+    snprintf(ranks[0].cpus, sizeof ranks[0].cpus, "0-1");
+    snprintf(ranks[1].gpu, sizeof ranks[1].gpu, "0000:af:00.0");
+    snprintf(ranks[1].nic, sizeof ranks[1].nic, "mlx5_1");
+    ranks[0].heard_ms = 1500;
+    ranks[1].heard_ms = DDL_HEARD_NEVER;
+    ranks[1].restarts = 2;
+    ddl_peer_info_t peers[2] = {{.node_id = 0, .state = DDL_PEER_UP, .heard_ms = 250},
+                                {.node_id = 1, .state = DDL_PEER_LOST, .heard_ms = 9000}};
+    snprintf(peers[0].host, sizeof peers[0].host, "n1");
+    snprintf(peers[0].addr, sizeof peers[0].addr, "192.168.213.11:4000");
+    in.u.status.host = "n3";
+    in.u.status.leader = 0;
+    in.u.status.npeers = 2;
+    in.u.status.peers = peers;
+    round_trip(&in, &out);
+    ok(out.u.status.host && strcmp(out.u.status.host, "n3") == 0 && out.u.status.leader == 0 &&
+           out.u.status.node_id == 2,
+       "STATUS host and leader flag survive");
+    ok(strcmp(out.u.status.ranks[0].cpus, "0-1") == 0 && out.u.status.ranks[0].heard_ms == 1500 &&
+           strcmp(out.u.status.ranks[1].gpu, "0000:af:00.0") == 0 &&
+           strcmp(out.u.status.ranks[1].nic, "mlx5_1") == 0 &&
+           out.u.status.ranks[1].heard_ms == DDL_HEARD_NEVER && out.u.status.ranks[1].restarts == 2,
+       "STATUS per-rank placement, restarts and ages survive");
+    ok(out.u.status.npeers == 2 && strcmp(out.u.status.peers[0].host, "n1") == 0 &&
+           strcmp(out.u.status.peers[0].addr, "192.168.213.11:4000") == 0 &&
+           out.u.status.peers[0].state == DDL_PEER_UP && out.u.status.peers[0].heard_ms == 250 &&
+           out.u.status.peers[1].state == DDL_PEER_LOST && out.u.status.peers[1].node_id == 1,
+       "STATUS peers survive");
+    ddl_msg_clear(&out);
+
+    /* older agents: minor 1 lacks the minor-2 tail, minor 0 also the node fields */
     {
         size_t l;
         uint8_t *f = encode(&in, &l);
-        f[5] = 0;
-        uint32_t body;
-        memcpy(&body, f + 8, 4);
-        set_u32(f + 8, ntohl(body) - 8);
+        size_t tail2 = 4 + 2 + 1 + 4; /* host, leader, peer count */
+        for (int i = 0; i < 2; i++)
+            tail2 += 3 * 4 + strlen(ranks[i].cpus) + strlen(ranks[i].gpu) +
+                     strlen(ranks[i].nic) + 8;
+        for (int i = 0; i < 2; i++)
+            tail2 += 4 + 1 + 4 + 8 + strlen(peers[i].host) + strlen(peers[i].addr);
         ddl_error_t err;
-        ok(ddl_proto_decode(f, l - 8, &out, &err) == (ssize_t)(l - 8) &&
-               out.u.status.node_id == 0 && out.u.status.nnodes == 1 && out.u.status.nranks == 2,
-           "STATUS of minor version 0: node 0 of 1");
-        ddl_msg_clear(&out);
+        for (int minor = 1; minor >= 0; minor--) {
+            size_t cut = tail2 + (minor == 0 ? 8 : 0);
+            f[5] = (uint8_t)minor;
+            set_u32(f + 8, (uint32_t)(l - DDL_PROTO_HDR_LEN - cut));
+            ok(ddl_proto_decode(f, l - cut, &out, &err) == (ssize_t)(l - cut) &&
+                   out.u.status.nranks == 2 && !out.u.status.host && out.u.status.npeers == 0 &&
+                   out.u.status.ranks[0].cpus[0] == 0 &&
+                   out.u.status.node_id == (minor ? 2u : 0u) &&
+                   out.u.status.nnodes == (minor ? 3u : 1u),
+               "STATUS of minor version %d: %s, no host, placement or peers", minor,
+               minor ? "node 2 of 3" : "node 0 of 1");
+            ddl_msg_clear(&out);
+        }
         free(f);
     }
+
+    in = (ddl_msg_t){.type = DDL_MSG_PEER_BEAT};
+    in.u.peer_beat.node_id = 4;
+    in.u.peer_beat.gen = 1;
+    in.u.peer_beat.host = "n5";
+    round_trip(&in, &out);
+    ok(out.u.peer_beat.node_id == 4 && out.u.peer_beat.gen == 1 && out.u.peer_beat.host &&
+           strcmp(out.u.peer_beat.host, "n5") == 0,
+       "PEER_BEAT node, generation and host survive");
+    ddl_msg_clear(&out);
 
     uint8_t secret[20] = "0123456789abcdefghi";
     in = (ddl_msg_t){.type = DDL_MSG_PEER_HELLO};
@@ -166,6 +248,12 @@ static void test_round_trips(void)
            out.u.peer_hello.secret_len == sizeof secret &&
            memcmp(out.u.peer_hello.secret, secret, sizeof secret) == 0,
        "PEER_HELLO step, node and secret survive");
+    ok(!out.u.peer_hello.host || !out.u.peer_hello.host[0], "PEER_HELLO without a host");
+    ddl_msg_clear(&out);
+    in.u.peer_hello.host = "n6";
+    round_trip(&in, &out);
+    ok(out.u.peer_hello.host && strcmp(out.u.peer_hello.host, "n6") == 0,
+       "PEER_HELLO host (minor 2) survives");
     ddl_msg_clear(&out);
 
     uint32_t granks[3] = {7, 2, 4}, glens[3] = {2, 0, 3};
@@ -286,7 +374,8 @@ static void test_malformed(void)
     s.u.status.step = "x";
     size_t slen;
     uint8_t *sf = encode(&s, &slen);
-    set_u32(sf + slen - 12, 1u << 30); /* before node id and node count */
+    /* after the step "x", size, generation and agent pid */
+    set_u32(sf + DDL_PROTO_HDR_LEN + 5 + 12, 1u << 30);
     expect_malformed(sf, slen, "rank count larger than the body", "rank count");
     free(sf);
 
@@ -329,7 +418,8 @@ static void test_malformed(void)
        "encode: PEER_HELLO secret over %u bytes -> EINVAL", DDL_PROTO_MAX_SECRET);
     h.u.peer_hello.secret_len = 1;
     hf = encode(&h, &hlen);
-    set_u32(hf + hlen - 5, DDL_PROTO_MAX_SECRET + 1); /* claims a longer secret */
+    /* after the step "1.0" and the node id: claims a longer secret */
+    set_u32(hf + DDL_PROTO_HDR_LEN + 7 + 4, DDL_PROTO_MAX_SECRET + 1);
     expect_malformed(hf, hlen, "PEER_HELLO secret length over the limit", "secret");
     free(hf);
     free(big_secret);
@@ -449,5 +539,7 @@ int main(void)
     test_socket_io();
     is_str(ddl_rank_state_str(DDL_RANK_RUNNING), "running", "state names");
     is_str(ddl_rank_state_str(99), "unknown", "unknown state name");
+    is_str(ddl_peer_state_str(DDL_PEER_LOST), "lost", "peer link state names");
+    is_str(ddl_peer_state_str(7), "unknown", "unknown peer link state name");
     return done_testing();
 }
