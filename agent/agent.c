@@ -31,7 +31,10 @@
 #include <sys/signalfd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -66,6 +69,7 @@ typedef struct {
 typedef struct {
     const ddl_agent_opts_t *opts;
     char host[DDL_PLACE_LEN]; /* this node's hostname */
+    const char *ckpt_dir;     /* DDL_CHECKPOINT_DIR, or NULL */
     int64_t *heard_at;        /* per world rank: last message from it, 0: never */
     peer_t *peers;            /* per node (nnodes entries) */
     int64_t beat_ms, last_beat;
@@ -145,6 +149,37 @@ static uint32_t age_ms(int64_t at)
         return DDL_HEARD_NEVER;
     int64_t d = ddl_now_ms() - at;
     return d < 0 ? 0 : d >= (int64_t)DDL_HEARD_NEVER ? DDL_HEARD_NEVER - 1 : (uint32_t)d;
+}
+
+/* ckpt_latest: the latest committed checkpoint of dir (libddl's DIR/latest,
+ * which holds the step number; its mtime is the commit's time).  0 and
+ * *step, *age_ms; -1 if there is none or it cannot be read. */
+static int ckpt_latest(const char *dir, int64_t *step, uint32_t *age_ms)
+{
+    char path[4096], buf[32];
+    struct stat st;
+    if (!dir || !*dir || snprintf(path, sizeof path, "%s/latest", dir) >= (int)sizeof path)
+        return -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *end;
+    errno = 0;
+    long long v = strtoll(buf, &end, 10);
+    if (errno || end == buf || v < 0 || (*end && *end != '\n'))
+        return -1;
+    *step = v;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t ms = ((int64_t)now.tv_sec - st.st_mtim.tv_sec) * 1000 +
+                 (now.tv_nsec - st.st_mtim.tv_nsec) / 1000000;
+    *age_ms = ms < 0 ? 0 : ms >= (int64_t)DDL_HEARD_NEVER ? DDL_HEARD_NEVER - 1 : (uint32_t)ms;
+    return 0;
 }
 
 /* send_beats: PEER_BEAT on every link between agents. */
@@ -490,6 +525,10 @@ static void handle_status(agent_t *a, conn_t *c)
     m.u.status.leader = (uint8_t)a->leader;
     m.u.status.npeers = np;
     m.u.status.peers = peers;
+    m.u.status.ckpt_dir = (char *)a->ckpt_dir;
+    m.u.status.ckpt_step = -1;
+    m.u.status.ckpt_age_ms = DDL_HEARD_NEVER;
+    ckpt_latest(a->ckpt_dir, &m.u.status.ckpt_step, &m.u.status.ckpt_age_ms);
     conn_queue(c, &m);
     free(mine);
     free(peers);
@@ -849,6 +888,7 @@ static int setup(agent_t *a)
     a->leader = o->nnodes <= 1 || !o->leader;
     a->started_ms = ddl_now_ms();
     a->beat_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : 1000;
+    a->ckpt_dir = getenv("DDL_CHECKPOINT_DIR");
     if (gethostname(a->host, sizeof a->host - 1) < 0)
         snprintf(a->host, sizeof a->host, "?");
     if (o->nnodes > 1 && a->leader && o->tcp_fd < 0) {

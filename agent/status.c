@@ -74,7 +74,16 @@ static void print_json(const ddl_msg_t *m, const char *path, int first)
             printf(", \"exit_code\": %d", ddl_wait_status_code(r->wstatus));
         printf("}");
     }
-    printf("], \"peers\": [");
+    printf("], \"checkpoint\": ");
+    if (s->ckpt_step >= 0) {
+        printf("{\"dir\": ");
+        ddl_json_str(s->ckpt_dir ? s->ckpt_dir : "");
+        printf(", \"step\": %lld", (long long)s->ckpt_step);
+        json_age("age_ms", s->ckpt_age_ms);
+        printf("}");
+    } else
+        printf("null");
+    printf(", \"peers\": [");
     for (uint32_t i = 0; i < s->npeers; i++) {
         const ddl_peer_info_t *p = &s->peers[i];
         printf("%s{\"node_id\": %u", i ? ", " : "", p->node_id);
@@ -101,6 +110,11 @@ static void print_step(const ddl_msg_t *m, const char *path, int json, int first
            s->size == 1 ? "" : "s", s->nnodes, s->nnodes == 1 ? "" : "s", s->gen);
     printf("  this node: %s (node %u%s), agent pid %d, %s\n", s->host ? s->host : "?",
            s->node_id, s->leader && s->nnodes > 1 ? ", leader" : "", s->agent_pid, path);
+    if (s->ckpt_step >= 0)
+        printf("  checkpoint: step %lld, committed %s ago, in %s\n", (long long)s->ckpt_step,
+               fmt_age(s->ckpt_age_ms, age, sizeof age), s->ckpt_dir);
+    else if (s->ckpt_dir && *s->ckpt_dir)
+        printf("  checkpoint: none committed yet in %s\n", s->ckpt_dir);
     printf("  %-5s %-8s %-8s %-8s %-12s %-13s %-8s %-4s %-6s %s\n", "RANK", "STATE", "PID",
            "WORKER", "CPUS", "GPU", "NIC", "RST", "HEARD", "EXIT");
     for (uint32_t i = 0; i < s->nranks; i++) {

@@ -56,6 +56,7 @@ void ddl_msg_clear(ddl_msg_t *msg)
         free(msg->u.status.ranks);
         free(msg->u.status.host);
         free(msg->u.status.peers);
+        free(msg->u.status.ckpt_dir);
         break;
     case DDL_MSG_PEER_HELLO:
         free(msg->u.peer_hello.step);
@@ -124,6 +125,12 @@ static void w_u32(wbuf_t *w, uint32_t v)
 
 static void w_i32(wbuf_t *w, int32_t v)
 {
+    w_u32(w, (uint32_t)v);
+}
+
+static void w_i64(wbuf_t *w, int64_t v)
+{
+    w_u32(w, (uint32_t)((uint64_t)v >> 32));
     w_u32(w, (uint32_t)v);
 }
 
@@ -236,6 +243,9 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
             w_str(&w, pi->host);
             w_str(&w, pi->addr);
         }
+        w_str(&w, u->status.ckpt_dir);
+        w_i64(&w, u->status.ckpt_step);
+        w_u32(&w, u->status.ckpt_age_ms);
         break;
     case DDL_MSG_PEER_HELLO:
         w_str(&w, u->peer_hello.step);
@@ -331,6 +341,12 @@ static uint8_t r_u8(rbuf_t *r, const char *what)
 static int32_t r_i32(rbuf_t *r, const char *what)
 {
     return (int32_t)r_u32(r, what);
+}
+
+static int64_t r_i64(rbuf_t *r, const char *what)
+{
+    uint64_t hi = r_u32(r, what);
+    return (int64_t)(hi << 32 | r_u32(r, what));
 }
 
 /* r_blob: point *out at the next blob inside the body (not copied). */
@@ -499,6 +515,8 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
         break;
     }
     case DDL_MSG_STATUS: {
+        u->status.ckpt_step = -1;
+        u->status.ckpt_age_ms = DDL_HEARD_NEVER;
         u->status.step = r_str(&r, "step", &nomem);
         u->status.size = r_u32(&r, "size");
         u->status.gen = r_u32(&r, "generation");
@@ -559,6 +577,11 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
             r_str_into(&r, pi->host, sizeof pi->host, "peer host");
             r_str_into(&r, pi->addr, sizeof pi->addr, "peer address");
         }
+        if (r.what)
+            break;
+        u->status.ckpt_dir = r_str(&r, "checkpoint directory", &nomem);
+        u->status.ckpt_step = r_i64(&r, "checkpoint step");
+        u->status.ckpt_age_ms = r_u32(&r, "checkpoint age");
         break;
     }
     case DDL_MSG_PEER_HELLO: {

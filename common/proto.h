@@ -142,6 +142,9 @@ typedef struct {
             uint8_t leader;          /* 1: this agent serves the step's exchanges */
             uint32_t npeers;
             ddl_peer_info_t *peers; /* npeers entries */
+            char *ckpt_dir;         /* the step's checkpoint directory, NULL/"" none */
+            int64_t ckpt_step;      /* its latest committed step, -1 none */
+            uint32_t ckpt_age_ms;   /* since that commit (DDL_HEARD_NEVER: unknown) */
         } status;
         struct {
             char *step;

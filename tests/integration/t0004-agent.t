@@ -4,7 +4,10 @@
 # is refused even when file permissions would let it in), and bad usage.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 
-"$DDLRUN" -n 3 sh -c "sleep 1000 # $T_TOKEN" >/dev/null 2>"$T_TMP/run.err" &
+# The step's checkpoint directory (srun --ddl-checkpoint-dir sets it under
+# Slurm): libddl's commit leaves the latest step number in DIR/latest.
+mkdir -p "$T_TMP/ckpt" && echo 1200 >"$T_TMP/ckpt/latest"
+DDL_CHECKPOINT_DIR="$T_TMP/ckpt" "$DDLRUN" -n 3 sh -c "sleep 1000 # $T_TOKEN" >/dev/null 2>"$T_TMP/run.err" &
 pid=$!
 sock=""
 for _ in $(seq 50); do
@@ -22,6 +25,8 @@ t_like "$T_TMP/out" "^step local-$pid: 3 ranks on 1 node, generation 0" \
     "status names the step, its size and node count"
 t_like "$T_TMP/out" "^  this node: $(hostname) \(node 0\), agent pid [0-9]+, $sock\$" \
     "... this node, the agent's pid and socket"
+t_like "$T_TMP/out" "^  checkpoint: step 1200, committed [0-9.]+s ago, in $T_TMP/ckpt\$" \
+    "... the latest committed checkpoint"
 # RANK STATE PID WORKER CPUS GPU NIC RST HEARD EXIT; ddlrun binds each rank
 # to cores (--bind auto), so CPUS is a list; heard within the last 60 s.
 t_is "$(grep -cE '^  [0-2] +running +[0-9]+ +[0-9]+ +[0-9][-0-9,]* +[^ ]+ +[^ ]+ +0 +[0-9.]+s +-$' "$T_TMP/out")" 3 \
@@ -38,6 +43,8 @@ t_is "$(grep -oE '"cpus": "[0-9][-0-9,]*", "gpu": [^,]+, "nic": [^,]+, "restarts
         "$T_TMP/out" | wc -l)" 3 "... each with its cores, GPU, NIC, restarts and last contact"
 t_like "$T_TMP/out" '"nnodes": 1, "leader": true, .*"peers": \[\]\}\]$' \
     "... one node, which leads, and no peers"
+t_like "$T_TMP/out" "\"checkpoint\": \\{\"dir\": \"$T_TMP/ckpt\", \"step\": 1200, \"age_ms\": [0-9]+\\}" \
+    "... and the latest checkpoint"
 
 kill -TERM $pid
 wait $pid

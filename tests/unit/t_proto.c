@@ -184,6 +184,14 @@ static void test_round_trips(void)
     in.u.status.leader = 0;
     in.u.status.npeers = 2;
     in.u.status.peers = peers;
+    in.u.status.ckpt_dir = "/scratch/run7";
+    in.u.status.ckpt_step = 5000000000LL;
+    in.u.status.ckpt_age_ms = 42;
+    round_trip(&in, &out);
+    ok(out.u.status.ckpt_dir && strcmp(out.u.status.ckpt_dir, "/scratch/run7") == 0 &&
+           out.u.status.ckpt_step == 5000000000LL && out.u.status.ckpt_age_ms == 42,
+       "STATUS checkpoint directory, 64-bit step and age survive");
+    ddl_msg_clear(&out);
     round_trip(&in, &out);
     ok(out.u.status.host && strcmp(out.u.status.host, "n3") == 0 && out.u.status.leader == 0 &&
            out.u.status.node_id == 2,
@@ -210,6 +218,7 @@ static void test_round_trips(void)
                      strlen(ranks[i].nic) + 8;
         for (int i = 0; i < 2; i++)
             tail2 += 4 + 1 + 4 + 8 + strlen(peers[i].host) + strlen(peers[i].addr);
+        tail2 += 4 + strlen(in.u.status.ckpt_dir) + 8 + 4; /* checkpoint */
         ddl_error_t err;
         for (int minor = 1; minor >= 0; minor--) {
             size_t cut = tail2 + (minor == 0 ? 8 : 0);
@@ -217,7 +226,7 @@ static void test_round_trips(void)
             set_u32(f + 8, (uint32_t)(l - DDL_PROTO_HDR_LEN - cut));
             ok(ddl_proto_decode(f, l - cut, &out, &err) == (ssize_t)(l - cut) &&
                    out.u.status.nranks == 2 && !out.u.status.host && out.u.status.npeers == 0 &&
-                   out.u.status.ranks[0].cpus[0] == 0 &&
+                   out.u.status.ranks[0].cpus[0] == 0 && out.u.status.ckpt_step == -1 &&
                    out.u.status.node_id == (minor ? 2u : 0u) &&
                    out.u.status.nnodes == (minor ? 3u : 1u),
                "STATUS of minor version %d: %s, no host, placement or peers", minor,
