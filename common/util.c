@@ -1,6 +1,7 @@
 /* util.c: implementation of the small shared helpers in util.h. */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -370,4 +371,40 @@ pid_t ddl_spawn_ready(const char *path, char *const argv[], const int *keep, int
                              rc == 0 ? " in time" : "; see its message above");
     }
     return pid;
+}
+
+void ddl_kill_adopted(pid_t keep)
+{
+    for (int round = 0; round < 50; round++) {
+        int found = 0;
+        DIR *d = opendir("/proc");
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            char path[64], buf[512];
+            long pid = strtol(e->d_name, NULL, 10);
+            if (pid <= 0 || pid == keep)
+                continue;
+            snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+            FILE *f = fopen(path, "r");
+            if (!f)
+                continue;
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            buf[n] = '\0';
+            char *close_paren = strrchr(buf, ')'); /* the name may hold spaces */
+            int ppid = 0;
+            if (close_paren && sscanf(close_paren + 2, "%*c %d", &ppid) == 1 &&
+                ppid == (int)getpid()) {
+                kill((pid_t)pid, SIGKILL);
+                found++;
+            }
+        }
+        if (d)
+            closedir(d);
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+        if (!found)
+            return;
+        usleep(10000);
+    }
 }

@@ -91,6 +91,13 @@ void ddl_json_str(const char *s);
 int ddl_find_helper(const char *name, const char *subdir, const char *installed_dir, char *buf,
                     size_t len, ddl_error_t *err);
 
+/* ddl_kill_adopted: SIGKILL and reap every child of the calling process but
+ * keep (0: none), again until none is left (at most 50 rounds, 10 ms
+ * apart).  For a child subreaper (PR_SET_CHILD_SUBREAPER), which inherits
+ * every orphaned descendant: ddlrun and ddl-launch call it once the job's
+ * processes should all be gone.  Not thread-safe (it reaps any child). */
+void ddl_kill_adopted(pid_t keep);
+
 /* ddl_spawn_ready: start the daemon path with argv (NULL-terminated; argv[0]
  * is its name) plus "--ready-fd N", keeping the descriptors keep[0..nkeep)
  * open across exec, stdin on /dev/null and every signal at its default, and

@@ -423,46 +423,6 @@ static void shutdown_agent(run_t *r)
     }
 }
 
-/* kill_adopted: as a child subreaper, ddlrun inherits every process of the
- * job whose parent died, including those that left their rank's process
- * group (setsid, daemons).  Kill and reap them until none is left. */
-static void kill_adopted(pid_t keep)
-{
-    for (int round = 0; round < 50; round++) {
-        int found = 0;
-        DIR *d = opendir("/proc");
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            char path[64], buf[512];
-            long pid = strtol(e->d_name, NULL, 10);
-            if (pid <= 0 || pid == keep)
-                continue;
-            snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-            FILE *f = fopen(path, "r");
-            if (!f)
-                continue;
-            size_t n = fread(buf, 1, sizeof buf - 1, f);
-            fclose(f);
-            buf[n] = '\0';
-            char *close_paren = strrchr(buf, ')'); /* the name may hold spaces */
-            int ppid = 0;
-            if (close_paren && sscanf(close_paren + 2, "%*c %d", &ppid) == 1 &&
-                ppid == (int)getpid()) {
-                ddl_debug("killing leftover process %ld of the job", pid);
-                kill((pid_t)pid, SIGKILL);
-                found++;
-            }
-        }
-        if (d)
-            closedir(d);
-        while (waitpid(-1, NULL, WNOHANG) > 0)
-            ;
-        if (!found)
-            return;
-        usleep(10000);
-    }
-}
-
 static int exit_code(run_t *r)
 {
     if (r->first_failed >= 0)
@@ -625,7 +585,7 @@ int main(int argc, char **argv)
     }
     shutdown_agent(&r);
     unlink(r.sock);
-    kill_adopted(r.agent);
+    ddl_kill_adopted(r.agent);
     for (int i = 0; i < r.o.np; i++)
         for (int s = 0; s < 2; s++)
             free(r.ranks[i].out[s].buf);

@@ -18,6 +18,9 @@
  * SIGINT or SIGHUP the worker gets the signal and DDL_GRACE_MS (default
  * 5000) to exit before SIGKILL.  If ddl-launch's parent dies it behaves as if
  * sent SIGTERM; if ddl-launch itself is killed, the worker gets SIGKILL.
+ * ddl-launch is a child subreaper: whatever the worker leaves behind (a
+ * background child, an orphan of a killed shell) becomes its child and is
+ * killed once the worker has ended.
  */
 #include "config.h"
 
@@ -252,7 +255,8 @@ static pid_t slurm_start(const char *pid_arg, const char *fd_arg, pid_t *agent)
 static void wait_agent(pid_t agent, int sfd)
 {
     for (;;) {
-        if (waitpid(agent, NULL, WNOHANG) == agent)
+        pid_t w = waitpid(agent, NULL, WNOHANG);
+        if (w == agent || (w < 0 && errno == ECHILD)) /* ended, or already reaped */
             return;
         struct pollfd p = {.fd = sfd, .events = POLLIN};
         if (poll(&p, 1, 1000) > 0) {
@@ -316,6 +320,7 @@ int main(int argc, char **argv)
         return 1;
     }
     pid_t parent = getppid();
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent)
         raise(SIGTERM); /* parent died before prctl: handled below like a real one */
@@ -383,10 +388,19 @@ supervise:
                     kill_at = ddl_now_ms() + grace_ms;
             }
         }
-        pid_t w = waitpid(wpid, &status, WNOHANG);
-        if (w == wpid)
+        /* the worker, or an adopted orphan of it (reaped, so that none
+         * piles up as a zombie), or the node's agent (wait_agent copes) */
+        pid_t w;
+        int st, done = 0;
+        while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+            if (w == wpid) {
+                status = st;
+                done = 1;
+            }
+        if (done)
             break;
     }
+    ddl_kill_adopted(agent); /* the worker's leftovers; the node's agent stays */
     int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     tell(ok ? DDL_RANK_EXITED : DDL_RANK_FAILED, wpid, status);
     if (agent_fd >= 0)

@@ -6,18 +6,28 @@
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 
 sock_count() { find "$DDL_RUNTIME_DIR" -name '*.sock' 2>/dev/null | wc -l; }
+# The workers below are `sh -c "sleep 1000 # TOKEN"`: the shell's child
+# `sleep 1000` does not carry the token.  job_groups: the process groups of
+# the job's token-carrying processes (one per rank); in_groups: how many
+# processes are still in those groups, orphans included.
+job_groups() { pgrep -f "^sh -c sleep 1000 # $T_TOKEN" | xargs -r ps -o pgid= -p | sort -u | tr -d ' ' | paste -sd, -; }
+in_groups() { [ -n "$1" ] && pgrep -g "$1" | wc -l || echo 0; }
 
 # A rank killed with SIGKILL while the others sleep.
 "$DDLRUN" -n 4 --grace 2 sh -c "sleep 1000 # $T_TOKEN" >/dev/null 2>"$T_TMP/err" &
 pid=$!
 t_wait_procs 7 10 # settle
 sleep 1
-victim=$(pgrep -f "sleep 1000 # $T_TOKEN" | head -1)
+# the worker shell of one rank (not ddlrun or ddl-launch, whose command
+# lines hold the same words)
+victim=$(pgrep -f "^sh -c sleep 1000 # $T_TOKEN" | head -1)
 t_ok $([ -n "$victim" ]; echo $?) "4 ranks are running (a worker pid: $victim)"
+groups=$(job_groups)
 kill -KILL "$victim"
 wait $pid
 t_is $? 137 "ddlrun exits 137 after a worker is SIGKILLed"
 t_is "$(t_procs)" 0 "no process of the job is left"
+t_is "$(in_groups "$groups")" 0 "... not even the shells' sleep children"
 t_is "$(pgrep -f "ddl-agent serve.*$DDL_RUNTIME_DIR" | wc -l)" 0 "the agent is gone"
 t_is "$(sock_count)" 0 "the agent socket is removed"
 
@@ -51,10 +61,14 @@ t_is "$(t_procs)" 0 "the rank that ignored SIGTERM was killed"
 pid=$!
 sleep 1
 t_ok $([ "$(t_procs)" -ge 3 ]; echo $?) "ranks running before ddlrun is killed"
+groups=$(job_groups)
 kill -KILL $pid
 wait $pid 2>/dev/null
 t_wait_procs 0 15
 t_is "$(t_procs)" 0 "after SIGKILL of ddlrun, no process of the job is left"
+i=0
+while [ "$(in_groups "$groups")" -gt 0 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+t_is "$(in_groups "$groups")" 0 "... not even the shells' sleep children (ddl-launch adopts and kills them)"
 t_wait_procs 0 5
 t_is "$(pgrep -f "ddl-agent serve.*$DDL_RUNTIME_DIR" | wc -l)" 0 "... and the agent is gone"
 
