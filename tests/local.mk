@@ -87,3 +87,17 @@ tests/integration/t0010-spank.log: tests/integration/t0009-slurm-cluster.log
 # cluster at a time: it runs after t0010.
 INTEGRATION_TESTS += tests/integration/t0014-slurm-mpi.t
 tests/integration/t0014-slurm-mpi.log: tests/integration/t0010-spank.log
+
+# srun --mpi=pmix --ddl on a 3-node namespace cluster: the workers'
+# environment (ranks, MASTER_*, no PMIX_*), ddl-bench and fmnist-train over
+# TCP across the nodes, ddl-agent status as root and as another user inside
+# a node, and nothing left on any node after scancel.  One cluster at a
+# time: it runs after t0014.
+INTEGRATION_TESTS += tests/integration/t0015-slurm-ddl.t
+tests/integration/t0015-slurm-ddl.log: tests/integration/t0014-slurm-mpi.log
+
+# An unmodified PyTorch DDP job under srun --mpi=pmix --ddl on the 2-node
+# namespace cluster, compared with ddlrun -n 4 on the host; skips without
+# python3-torch.  One cluster at a time: it runs after t0015.
+INTEGRATION_TESTS += tests/integration/t0016-slurm-torch.t
+tests/integration/t0016-slurm-torch.log: tests/integration/t0015-slurm-ddl.log
