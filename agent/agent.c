@@ -44,6 +44,8 @@
 
 enum { CONN_UNIX, CONN_TCP_NEW, CONN_PEER, CONN_LEADER };
 
+#define HELLO_TIMEOUT_MS 10000 /* a TCP connection that has not said PEER_HELLO is dropped */
+
 typedef struct {
     int fd;
     int kind;         /* CONN_*: local client, TCP before/after PEER_HELLO, link to the leader */
@@ -51,6 +53,7 @@ typedef struct {
     uid_t uid;
     pid_t pid;
     int rank; /* rank whose supervisor this is, -1 otherwise */
+    int64_t opened_ms; /* CONN_TCP_NEW: must say hello within HELLO_TIMEOUT_MS */
     uint8_t *in;
     size_t in_len, in_cap;
     uint8_t *out;
@@ -201,7 +204,7 @@ static void handle_beat(agent_t *a, conn_t *c, const ddl_msg_t *m)
 {
     uint32_t node = m->u.peer_beat.node_id;
     if (node >= a->opts->nnodes || node == a->opts->node_id ||
-        (c->kind == CONN_PEER && node != c->node_id)) {
+        (c->node_id != UINT32_MAX && node != c->node_id)) {
         ddl_warn("ignoring a heartbeat that claims node %u on the link of node %u", node,
                  c->node_id);
         return;
@@ -454,6 +457,12 @@ static void handle_hello(agent_t *a, conn_t *c, ddl_msg_t *m)
         ddl_warn("refused an agent connection claiming step %s node %u: wrong step, node or "
                  "secret", h->step, h->node_id);
         conn_error(c, EACCES, "not an agent of this step");
+        c->close_after_flush = 1;
+        return;
+    }
+    if (a->peers[h->node_id].state == DDL_PEER_UP) {
+        ddl_warn("refused a second agent for node %u (its first link is up)", h->node_id);
+        conn_error(c, EEXIST, "this node already has an agent linked to the leader");
         c->close_after_flush = 1;
         return;
     }
@@ -756,6 +765,7 @@ static void do_accept_tcp(agent_t *a)
         }
         c->fd = fd;
         c->kind = CONN_TCP_NEW;
+        c->opened_ms = ddl_now_ms();
         c->rank = -1;
         c->uid = (uid_t)-1;
     }
@@ -986,8 +996,16 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
             if (drop)
                 conn_drop(&a, i);
         }
-        if (opts->nnodes > 1 && ddl_now_ms() - a.last_beat >= a.beat_ms)
+        if (opts->nnodes > 1 && ddl_now_ms() - a.last_beat >= a.beat_ms) {
             send_beats(&a);
+            for (size_t i = a.nconns; i-- > 0;)
+                if (a.conns[i]->kind == CONN_TCP_NEW &&
+                    ddl_now_ms() - a.conns[i]->opened_ms > HELLO_TIMEOUT_MS) {
+                    ddl_warn("dropping a TCP connection that did not say hello within %d s",
+                             HELLO_TIMEOUT_MS / 1000);
+                    conn_drop(&a, i);
+                }
+        }
         /* Replies queued for connections other than the one that was read. */
         for (size_t i = a.nconns; i-- > 0;)
             if (a.conns[i]->out_off < a.conns[i]->out_len && conn_flush(a.conns[i]) < 0)
