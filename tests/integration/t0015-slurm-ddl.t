@@ -255,8 +255,7 @@ JOB=${STEP%.*}
 t_diag "step $STEP, socket /tmp/ddl-0/$SOCK on n1"
 t_is "$(stat -c '%a %u' "$DIR/nodes/n1/tmp/ddl-0" 2>&1)" "700 0" "... n1's /tmp/ddl-0 is root's, mode 0700"
 
-# ---- ddl-agent status: what the current code prints (table and --json) ----
-# (Kept to the fields `ddl-agent status` has today; more go here.)
+# ---- ddl-agent status (table and --json; schema in docs/user-guide.md) ----
 # The ranks report `running` just after their workers start: wait a little.
 status_json() { on_node n1 "$DDL_AGENT" status --json 2>"$T_TMP/status.err"; }
 summary='import json, sys
@@ -280,15 +279,42 @@ t_is "$(python3 -c "$summary" <"$T_TMP/status.json" 2>&1)" "1 $STEP $RANKS 0:run
 on_node n1 "$DDL_AGENT" status >"$T_TMP/status.txt" 2>"$T_TMP/status.err"
 t_is $? 0 "ddl-agent status as root inside n1 exits 0"
 sed 's/^/# /' "$T_TMP/status.txt"
-t_like "$T_TMP/status.txt" "^step $STEP: $RANKS ranks, generation 0, agent pid [0-9]+ \(/tmp/ddl-0/$SOCK\)$" \
-    "... it names the step, its size and its socket"
-awk '$1 ~ /^[0-9]+$/ && NF >= 5' "$T_TMP/status.txt" >"$T_TMP/status.rows"
+t_like "$T_TMP/status.txt" "^step $STEP: $RANKS ranks on $NODES nodes, generation 0$" \
+    "... it names the step, its size and node count"
+t_like "$T_TMP/status.txt" "^  this node: n1 \(node 0, leader\), agent pid [0-9]+, /tmp/ddl-0/$SOCK$" \
+    "... this node, which leads, its agent and socket"
+# rank rows: RANK STATE PID WORKER CPUS GPU NIC RST HEARD EXIT (10 columns);
+# peer rows: NODE HOST ADDRESS LINK HEARD (5)
+awk '$1 ~ /^[0-9]+$/ && NF >= 10' "$T_TMP/status.txt" >"$T_TMP/status.rows"
+awk '$1 ~ /^[0-9]+$/ && NF == 5' "$T_TMP/status.txt" >"$T_TMP/status.peers"
 t_is "$(awk '{print $1 ":" $2}' "$T_TMP/status.rows" | tr '\n' ' ')" "0:running 1:running " \
     "... and lists 2 ranks, 0 and 1, running"
 t_is "$(awk '{print $3}' "$T_TMP/status.rows" | xargs -r ps -o comm= -p | sort | tr '\n' ' ')" \
     "ddl-launch ddl-launch " "... whose PID column is their ddl-launch"
 t_is "$(awk '{print $4}' "$T_TMP/status.rows" | xargs -r ps -o comm= -p | sort | tr '\n' ' ')" \
     "sleep sleep " "... and WORKER column their workers"
+# --ddl-bind defaults to auto: each rank on its own core of the node's 2,
+# the node's one NIC (eth0); no restart yet; heard from at registration.
+t_is "$(awk '{print $5, $7, $8}' "$T_TMP/status.rows" | sort | tr '\n' ' ')" "0 eth0 0 1 eth0 0 " \
+    "... on cores 0 and 1, NIC eth0, 0 restarts"
+t_is "$(awk '$9 ~ /^[0-9.]+s$/' "$T_TMP/status.rows" | wc -l)" 2 "... each with the age of its last contact"
+t_is "$(awk '{print $1, $2, $3, $4}' "$T_TMP/status.peers" | tr '\n' ' ')" \
+    "1 n2 192.168.213.12 up 2 n3 192.168.213.13 up " \
+    "... and the leader's links to nodes 1 (n2) and 2 (n3), both up"
+# Heartbeats between agents every DDL_HEARTBEAT_S (1 s by default): a
+# link's last contact is recent; each node's agent links to the leader.
+peers='import json, sys
+for s in json.load(sys.stdin):
+    print(s["host"], s["node_id"], "leader" if s["leader"] else "-",
+          " ".join("%d:%s:%s:%s" % (p["node_id"], p["host"], p["link"],
+                   "fresh" if p["heard_ms"] is not None and p["heard_ms"] < 3000 else p["heard_ms"])
+                   for p in s["peers"]))'
+for n in 1 2 3; do
+    on_node n$n "$DDL_AGENT" status --json 2>&1 | python3 -c "$peers" 2>&1
+done >"$T_TMP/peers"
+t_is "$(tr '\n' ';' <"$T_TMP/peers")" \
+    "n1 0 leader 1:n2:up:fresh 2:n3:up:fresh;n2 1 - 0:n1:up:fresh;n3 2 - 0:n1:up:fresh;" \
+    "--json on each node: the leader sees n2 and n3, the others the leader, all heard within 3 s"
 # ---- end of ddl-agent status ----
 
 # The second user: created if missing (a system user, no home, no shell).
