@@ -7,7 +7,7 @@
  *   ddl-agent topo [--input FILE.xml] [--ranks N] [--gpus LIST] [--cpus LIST] [--json]
  *   ddl-agent config --check FILE [--partition NAME]
  *
- * `serve` is started by ddlrun (and later by ddl-launch under Slurm), once
+ * `serve` is started by ddlrun (and by ddl-launch under Slurm), once
  * per node per step; `status` is for people and scripts on a compute node.
  */
 #include "config.h"

@@ -1,5 +1,5 @@
-/* proto.h: the wire protocol spoken on ddl-agent's Unix socket (and, later,
- * between agents).
+/* proto.h: the wire protocol spoken on ddl-agent's Unix socket and, over
+ * TCP, between the agents of a step's nodes (docs/protocol.md).
  *
  * Every frame is a 12-byte header followed by a body, all integers in
  * network byte order:
