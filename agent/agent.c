@@ -185,13 +185,20 @@ static int ckpt_latest(const char *dir, int64_t *step, uint32_t *age_ms)
     return 0;
 }
 
-/* send_beats: PEER_BEAT on every link between agents. */
-static void send_beats(agent_t *a)
+/* beat: this agent's PEER_BEAT (points into a). */
+static ddl_msg_t beat(agent_t *a)
 {
     ddl_msg_t m = {.type = DDL_MSG_PEER_BEAT};
     m.u.peer_beat.node_id = a->opts->node_id;
     m.u.peer_beat.gen = a->ag_gen;
     m.u.peer_beat.host = a->host;
+    return m;
+}
+
+/* send_beats: PEER_BEAT on every link between agents. */
+static void send_beats(agent_t *a)
+{
+    ddl_msg_t m = beat(a);
     for (size_t i = 0; i < a->nconns; i++)
         if (a->conns[i]->kind == CONN_PEER || a->conns[i]->kind == CONN_LEADER)
             conn_queue(a->conns[i], &m);
@@ -481,10 +488,7 @@ static void handle_hello(agent_t *a, conn_t *c, ddl_msg_t *m)
     ddl_debug("node %u's agent (%s) connected", h->node_id, p->host);
     conn_queue(c, &(ddl_msg_t){.type = DDL_MSG_ACK});
     /* a beat at once: the new peer learns which node the leader is */
-    ddl_msg_t b = {.type = DDL_MSG_PEER_BEAT};
-    b.u.peer_beat.node_id = a->opts->node_id;
-    b.u.peer_beat.gen = a->ag_gen;
-    b.u.peer_beat.host = a->host;
+    ddl_msg_t b = beat(a);
     conn_queue(c, &b);
 }
 
