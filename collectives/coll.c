@@ -107,9 +107,16 @@ ddl_status_t ddl_execute(const ddl_opdesc_t *d)
             memcpy(d->recvbuf, d->sendbuf, d->count * ddl_dtype_size(d->dtype));
         if (comm->size == 1)
             return DDL_OK; /* sum, min, max, prod and avg of one value are the value */
-        if (ddl_allreduce_select(comm, d->count * ddl_dtype_size(d->dtype)) == DDL_ALGO_RD)
+        switch (ddl_allreduce_select(comm, d->count * ddl_dtype_size(d->dtype))) {
+        case DDL_ALGO_RD:
             return ddl_allreduce_rd(comm, d->recvbuf, d->count, d->dtype, d->op);
-        return ddl_allreduce_ring(comm, d->recvbuf, d->count, d->dtype, d->op);
+        case DDL_ALGO_RABENSEIFNER:
+            return ddl_allreduce_rabenseifner(comm, d->recvbuf, d->count, d->dtype, d->op);
+        case DDL_ALGO_HIER:
+            return ddl_allreduce_hier(comm, d->recvbuf, d->count, d->dtype, d->op);
+        default:
+            return ddl_allreduce_ring(comm, d->recvbuf, d->count, d->dtype, d->op);
+        }
     case DDL_OPK_BCAST:
         if (comm->size == 1 || d->count == 0)
             return DDL_OK;

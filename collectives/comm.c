@@ -29,6 +29,40 @@ static ddl_status_t comm_init(ddl_comm_t *c, const int *world, int n, uint16_t i
     return DDL_OK;
 }
 
+/* hier_shape_ok: the ranks sit on several nodes, L > 1 on each, and every
+ * rank's local rank is its index among its node's ranks in world order (so
+ * that the cross communicator of local rank q joins the ranks that own
+ * block q after the reduce-scatter inside each node). */
+static int hier_shape_ok(const int *node_of, const int *local_of, int n)
+{
+    int nodes = 0, per = -1;
+    for (int i = 0; i < n; i++) {
+        int idx = 0, count = 0;
+        for (int j = 0; j < n; j++) {
+            if (node_of[j] != node_of[i])
+                continue;
+            idx += j < i;
+            count++;
+        }
+        if (local_of[i] != idx || (per >= 0 && count != per))
+            return 0;
+        per = count;
+        nodes += idx == 0;
+    }
+    return nodes > 1 && per > 1;
+}
+
+int ddl_comm_multi_node(const ddl_comm_t *comm)
+{
+    for (int i = 1; i < comm->size; i++) {
+        int a = comm->world_ranks ? comm->world_ranks[0] : 0;
+        int b = comm->world_ranks ? comm->world_ranks[i] : i;
+        if (ddl_ctx.node_of && ddl_ctx.node_of[a] != ddl_ctx.node_of[b])
+            return 1;
+    }
+    return 0;
+}
+
 ddl_status_t ddl_comms_build(const int *node_of, const int *local_of)
 {
     int n = ddl_ctx.size, nn = 0, nc = 0;
@@ -46,6 +80,13 @@ ddl_status_t ddl_comms_build(const int *node_of, const int *local_of)
     if (st == DDL_OK)
         st = comm_init(&ddl_ctx.cross, members, nc, DDL_COMM_ID_CROSS);
     free(members);
+    ddl_ctx.node_of = malloc((size_t)n * sizeof *ddl_ctx.node_of);
+    if (st == DDL_OK && !ddl_ctx.node_of)
+        st = ddl_fail(DDL_ERR_NOMEM, "out of memory for %d ranks", n);
+    if (st == DDL_OK) {
+        memcpy(ddl_ctx.node_of, node_of, (size_t)n * sizeof *node_of);
+        ddl_ctx.hier_ok = hier_shape_ok(node_of, local_of, n);
+    }
     ddl_ctx.next_comm_id = DDL_COMM_ID_FIRST_SPLIT;
     return st;
 }
@@ -54,6 +95,8 @@ void ddl_comms_release(void)
 {
     free(ddl_ctx.node.world_ranks);
     free(ddl_ctx.cross.world_ranks);
+    free(ddl_ctx.node_of);
+    ddl_ctx.node_of = NULL;
     ddl_ctx.node.world_ranks = ddl_ctx.cross.world_ranks = NULL;
 }
 

@@ -78,6 +78,8 @@ typedef struct {
     ddl_comm_t world;
     ddl_comm_t node;   /* ranks on this node */
     ddl_comm_t cross;  /* ranks with this local rank, one per node */
+    int hier_ok;       /* several nodes, each with node.size > 1 ranks */
+    int *node_of;      /* world rank -> node id */
     uint32_t next_comm_id;
     ddl_engine_t eng;
 } ddl_ctx_t;
@@ -127,6 +129,11 @@ ddl_status_t ddl_tl_irecv(ddl_comm_t *comm, void *buf, size_t len, uint64_t tag,
  * or abandoned to UCX (sends) without waiting. */
 ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n);
 
+/* ddl_tl_abandon: stop waiting for reqs[0..n) after a failure or abort:
+ * cancel the receives, hand every request back to UCX (which frees it when
+ * it completes) and set them to NULL.  Never blocks. */
+void ddl_tl_abandon(void **reqs, int n);
+
 /* Send sbuf to dst and receive rbuf from src, both with this collective's
  * seq, and wait for both. */
 ddl_status_t ddl_tl_sendrecv(ddl_comm_t *comm, uint32_t seq, int dst, const void *sbuf,
@@ -172,6 +179,34 @@ void ddl_scale_local(void *buf, size_t count, ddl_dtype_t dtype, double divisor)
 ddl_status_t ddl_check_dtype_op(ddl_dtype_t dtype, ddl_op_t op);
 
 /* ---- algorithms ---- */
+/* Tuning read from the environment at ddl_init() (select.c). */
+#define DDL_RING_WINDOW_MAX 16
+typedef struct {
+    size_t seg_bytes; /* DDL_SEGMENT_BYTES: pipeline segment of the ring */
+    int window;       /* DDL_RING_WINDOW: receives posted ahead, <= MAX */
+} ddl_tune_t;
+extern ddl_tune_t ddl_tune;
+
+/* ddl_block_off: first element of block b when count elements are split in
+ * n balanced blocks (the first count % n blocks get one more). */
+static inline size_t ddl_block_off(size_t count, int n, int b)
+{
+    size_t base = count / (size_t)n, rem = count % (size_t)n;
+    return (size_t)b * base + ((size_t)b < rem ? (size_t)b : rem);
+}
+
+/* Ring pieces for the composite algorithms (hierarchical): a balanced
+ * reduce-scatter leaving block comm->rank final in buf (no DDL_AVG
+ * scaling), an allgather of those blocks, and an allreduce whose DDL_AVG
+ * divides by avg_divisor.  ddl_ring_scratch_bytes: the scratch the
+ * reduce-scatter needs for elements of es bytes. */
+ddl_status_t ddl_ring_reduce_scatter_inplace(ddl_comm_t *comm, void *buf, size_t count,
+                                             ddl_dtype_t dtype, ddl_op_t op);
+ddl_status_t ddl_ring_allgather_inplace(ddl_comm_t *comm, void *buf, size_t count, size_t es);
+ddl_status_t ddl_ring_allreduce_part(ddl_comm_t *comm, void *buf, size_t count,
+                                     ddl_dtype_t dtype, ddl_op_t op, int avg_divisor);
+size_t ddl_ring_scratch_bytes(size_t es);
+
 ddl_status_t ddl_allreduce_ring(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype,
                                 ddl_op_t op);
 ddl_status_t ddl_allreduce_rd(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype,
@@ -183,17 +218,41 @@ ddl_status_t ddl_allgather_ring(ddl_comm_t *comm, const void *sendbuf, void *rec
 ddl_status_t ddl_reduce_ring(ddl_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                              ddl_dtype_t dtype, ddl_op_t op, int root);
 
+ddl_status_t ddl_allreduce_rabenseifner(ddl_comm_t *comm, void *buf, size_t count,
+                                        ddl_dtype_t dtype, ddl_op_t op);
+/* ddl_allreduce_hier: the two-level multi-ring on the world communicator:
+ * ring reduce-scatter inside each node, one inter-node ring per local rank
+ * on its block (over the cross communicator), ring allgather inside the
+ * node.  Only when ddl_hier_possible(comm). */
+ddl_status_t ddl_allreduce_hier(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype,
+                                ddl_op_t op);
+
 /* Allreduce algorithms, selectable with DDL_ALLREDUCE_ALGO. */
 typedef enum {
     DDL_ALGO_AUTO = 0,
     DDL_ALGO_RING = 1,
     DDL_ALGO_RD = 2,
+    DDL_ALGO_RABENSEIFNER = 3,
+    DDL_ALGO_HIER = 4,
 } ddl_algo_t;
-/* ddl_allreduce_select: the algorithm for this call (override or model). */
+#define DDL_SEGMENT_BYTES_DEFAULT (1024 * 1024)
+const char *ddl_algo_name(ddl_algo_t a);
+/* ddl_allreduce_select: the algorithm for this call (override or model);
+ * the same on every rank of comm for the same bytes. */
 ddl_algo_t ddl_allreduce_select(const ddl_comm_t *comm, size_t bytes);
-/* ddl_algo_from_env: parse DDL_ALLREDUCE_ALGO at init; DDL_ERR_INVALID with
- * the accepted values for anything else. */
+/* ddl_algo_from_env: parse DDL_ALLREDUCE_ALGO, DDL_SEGMENT_BYTES and
+ * DDL_RING_WINDOW at init; DDL_ERR_INVALID with the accepted values for
+ * anything else. */
 ddl_status_t ddl_algo_from_env(void);
+/* ddl_select_measure: collective over the world at the end of ddl_init()
+ * (automatic choice only): measure or load (DDL_TUNE_FILE) the model's
+ * link parameters per level and agree on them. */
+ddl_status_t ddl_select_measure(void);
+/* ddl_hier_possible: comm is the world and spans several nodes with the
+ * same number of ranks (more than one) on each. */
+int ddl_hier_possible(const ddl_comm_t *comm);
+/* ddl_comm_multi_node: some two members of comm are on different nodes. */
+int ddl_comm_multi_node(const ddl_comm_t *comm);
 /* ddl_scratch: a per-process scratch buffer of at least bytes (grown, never
  * shrunk; freed at finalize).  Only the executing thread uses it. */
 void *ddl_scratch(size_t bytes);

@@ -192,6 +192,11 @@ ddl_status_t ddl_init(void)
         }
     }
     ddl_ctx.initialized = 1;
+    if ((st = ddl_select_measure()) != DDL_OK) {
+        ddl_ctx.initialized = 0;
+        release();
+        return st;
+    }
     ddl_debug("rank %d of %d initialised (local %d of %d, node %d of %d)", ddl_ctx.rank,
               ddl_ctx.size, ddl_ctx.local_rank, ddl_ctx.local_size, ddl_ctx.node_id,
               ddl_ctx.nnodes);

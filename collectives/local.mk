@@ -12,6 +12,8 @@ collectives_libddl_la_SOURCES = \
     collectives/select.c \
     collectives/allreduce_ring.c \
     collectives/allreduce_rd.c \
+    collectives/allreduce_rabenseifner.c \
+    collectives/allreduce_hier.c \
     collectives/bcast_binomial.c \
     collectives/barrier_dissemination.c
 collectives_libddl_la_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)

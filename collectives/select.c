@@ -1,67 +1,327 @@
-/* select.c: choosing the allreduce algorithm per call.
+/* select.c: choosing the allreduce algorithm per call, and the tuning read
+ * from the environment at ddl_init().
  *
- * DDL_ALLREDUCE_ALGO=ring|rd|auto overrides.  Otherwise an alpha-beta-gamma
- * model for p ranks and n bytes (the shared design notes' cost models):
- *   recursive doubling: log2(p) * (alpha + n*beta + n*gamma)
- *   ring:               2(p-1) * alpha + 2(p-1)/p * n*beta + (p-1)/p * n*gamma
- * with fixed alpha, beta, gamma of the order that ddl-bench and ucx_perftest
- * measure for shared memory on the development machine (docs/benchmarks.md);
- * measuring them per communicator is future work.  The choice is logged at
- * debug level whenever it differs from the previous call's.
+ * DDL_ALLREDUCE_ALGO=ring|rd|rabenseifner|hier|auto overrides the choice.
+ * Otherwise an alpha-beta-gamma model (research/collectives.md) for p ranks
+ * and n bytes picks the cheapest:
+ *   rd:            ceil(log2 p) (a + n b + n g)                 [+ fold]
+ *   ring:          2(p-1) a + 2(p-1)/p n b + (p-1)/p n g  (+ a per segment)
+ *   rabenseifner:  2 log2 p' a + 2(p'-1)/p' n b + (p'-1)/p' n g  [+ fold]
+ *   hier:          intra reduce-scatter and allgather with (a_i, b_i) over
+ *                  L local ranks, and an inter-node ring on n/L bytes with
+ *                  (a_e, b_e) over N nodes, whose L rings share a node link
+ * where [+ fold] is a + n b + n g twice for the ranks above the largest
+ * power of two p'.  a, b are measured per level when ddl_init() sees more
+ * than one rank: a ring step of 8 bytes and of 256 KiB on the node
+ * communicator (intra) and on the cross communicator (inter); g by timing
+ * a local f32 sum.  Every rank then takes the maximum over all ranks, so
+ * that every rank makes the same choice.  DDL_TUNE_FILE names a cache: rank
+ * 0 loads it when its shape (nodes, ranks per node) matches, or writes it
+ * after measuring.  The choice is logged at debug level whenever it differs
+ * from the previous call's.
  */
 #include "config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <errno.h>
+#include <unistd.h>
 
 #include "ddl_int.h"
 #include "log.h"
+#include "util.h"
+
+ddl_tune_t ddl_tune = {.seg_bytes = DDL_SEGMENT_BYTES_DEFAULT, .window = 4};
 
 static ddl_algo_t forced = DDL_ALGO_AUTO;
 static ddl_algo_t last_choice = DDL_ALGO_AUTO;
 
-/* Per-message latency (us), per-byte transfer and reduction cost (us/byte). */
-static const double alpha_us = 2.0;
-static const double beta_us = 1.0 / 5000.0; /* ~5 GB/s */
-static const double gamma_us = 1.0 / 4000.0; /* ~4 GB/s reduction */
+/* The model's parameters: microseconds per message and per byte. */
+typedef struct {
+    double a_intra, b_intra, a_inter, b_inter, gamma;
+} model_t;
+#define MODEL_FIELDS 5
+
+/* Defaults of the order measured for shared memory on the development
+ * machine (docs/benchmarks.md), used until ddl_select_measure() runs. */
+static model_t model = {2.0, 1.0 / 5000, 20.0, 1.0 / 1000, 1.0 / 4000};
+
+static const char *const algo_names[] = {"auto", "ring", "rd", "rabenseifner", "hier"};
+
+const char *ddl_algo_name(ddl_algo_t a)
+{
+    return (unsigned)a < sizeof algo_names / sizeof algo_names[0] ? algo_names[a] : "?";
+}
+
+/* env_long: an integer variable in [min, max], def when unset. */
+static ddl_status_t env_long(const char *name, long min, long max, long def, long *out)
+{
+    const char *v = getenv(name);
+    *out = def;
+    if (!v || !*v)
+        return DDL_OK;
+    if (ddl_parse_long(v, min, max, out) < 0)
+        return ddl_fail(DDL_ERR_INVALID, "%s='%s' is not a number in %ld-%ld: fix or unset it",
+                        name, v, min, max);
+    return DDL_OK;
+}
 
 ddl_status_t ddl_algo_from_env(void)
 {
     const char *v = getenv("DDL_ALLREDUCE_ALGO");
+    long seg, win;
+    ddl_status_t st;
     forced = DDL_ALGO_AUTO;
     last_choice = DDL_ALGO_AUTO;
-    if (!v || !*v || !strcmp(v, "auto"))
+    if ((st = env_long("DDL_SEGMENT_BYTES", 4096, 1L << 30, DDL_SEGMENT_BYTES_DEFAULT, &seg)) !=
+            DDL_OK ||
+        (st = env_long("DDL_RING_WINDOW", 1, DDL_RING_WINDOW_MAX, 4, &win)) != DDL_OK)
+        return st;
+    ddl_tune.seg_bytes = (size_t)seg;
+    ddl_tune.window = (int)win;
+    if (!v || !*v)
         return DDL_OK;
-    if (!strcmp(v, "ring"))
-        forced = DDL_ALGO_RING;
-    else if (!strcmp(v, "rd"))
-        forced = DDL_ALGO_RD;
-    else
-        return ddl_fail(DDL_ERR_INVALID, "DDL_ALLREDUCE_ALGO='%s' is not an algorithm (auto, "
-                        "ring, rd)", v);
+    for (unsigned a = 0; a < sizeof algo_names / sizeof algo_names[0]; a++)
+        if (!strcmp(v, algo_names[a])) {
+            forced = (ddl_algo_t)a;
+            return DDL_OK;
+        }
+    return ddl_fail(DDL_ERR_INVALID, "DDL_ALLREDUCE_ALGO='%s' is not an algorithm (auto, ring, "
+                    "rd, rabenseifner, hier)", v);
+}
+
+/* ---- measuring the model ---- */
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* ring_step_us: the fastest of iters ring steps (send len bytes right,
+ * receive from the left) on c; 0 on a communicator of one. */
+static ddl_status_t ring_step_us(ddl_comm_t *c, char *buf, size_t len, int iters, double *out)
+{
+    *out = 0;
+    if (c->size < 2)
+        return DDL_OK;
+    double best = INFINITY;
+    for (int i = 0; i < iters; i++) {
+        double t0 = now_us();
+        ddl_status_t st = ddl_tl_sendrecv(c, c->seq++, (c->rank + 1) % c->size, buf, len,
+                                          (c->rank + c->size - 1) % c->size, buf + len, len);
+        if (st != DDL_OK)
+            return st;
+        double t = now_us() - t0;
+        best = t < best ? t : best;
+    }
+    *out = best;
     return DDL_OK;
 }
 
-static const char *algo_name(ddl_algo_t a)
+#define PROBE_BIG (256 * 1024)
+
+/* level: alpha and beta of c from a small and a big ring step. */
+static ddl_status_t measure_level(ddl_comm_t *c, char *buf, double *a, double *b)
 {
-    return a == DDL_ALGO_RING ? "ring" : a == DDL_ALGO_RD ? "rd" : "auto";
+    double t_small, t_big;
+    ddl_status_t st = ring_step_us(c, buf, 8, 20, &t_small);
+    if (st == DDL_OK)
+        st = ring_step_us(c, buf, PROBE_BIG, 4, &t_big);
+    if (st != DDL_OK || c->size < 2)
+        return st;
+    *a = t_small;
+    *b = t_big > t_small ? (t_big - t_small) / PROBE_BIG : 1e-6;
+    return DDL_OK;
+}
+
+static double measure_gamma(char *buf)
+{
+    const size_t count = PROBE_BIG / sizeof(float);
+    float *x = (float *)buf, *y = (float *)(buf + PROBE_BIG);
+    for (size_t i = 0; i < count; i++)
+        x[i] = y[i] = (float)i;
+    double best = INFINITY;
+    for (int i = 0; i < 3; i++) {
+        double t0 = now_us();
+        ddl_reduce_local(x, y, count, DDL_FLOAT32, DDL_SUM);
+        double t = now_us() - t0;
+        best = t < best ? t : best;
+    }
+    return best / PROBE_BIG;
+}
+
+/* The cache file: "key value" lines. */
+static int load_cache(const char *path, model_t *m)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char key[64];
+    double v;
+    int found = 0, nodes = -1, ppn = -1;
+    while (fscanf(f, "%63s %lf", key, &v) == 2) {
+        double *slot = !strcmp(key, "alpha_intra_us")  ? &m->a_intra
+                       : !strcmp(key, "beta_intra_us")  ? &m->b_intra
+                       : !strcmp(key, "alpha_inter_us") ? &m->a_inter
+                       : !strcmp(key, "beta_inter_us")  ? &m->b_inter
+                       : !strcmp(key, "gamma_us")       ? &m->gamma
+                                                        : NULL;
+        if (slot && isfinite(v) && v >= 0) {
+            *slot = v;
+            found++;
+        } else if (!strcmp(key, "nodes")) {
+            nodes = (int)v;
+        } else if (!strcmp(key, "ranks_per_node")) {
+            ppn = (int)v;
+        }
+    }
+    fclose(f);
+    return found == MODEL_FIELDS && nodes == ddl_ctx.nnodes && ppn == ddl_ctx.node.size ? 0 : -1;
+}
+
+static void save_cache(const char *path, const model_t *m)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        ddl_debug("cannot write the tuning cache %s: %s", tmp, strerror(errno));
+        return;
+    }
+    fprintf(f, "# ddl allreduce model, measured at ddl_init()\nnodes %d\nranks_per_node %d\n"
+               "alpha_intra_us %.6g\nbeta_intra_us %.6g\nalpha_inter_us %.6g\n"
+               "beta_inter_us %.6g\ngamma_us %.6g\n",
+            ddl_ctx.nnodes, ddl_ctx.node.size, m->a_intra, m->b_intra, m->a_inter, m->b_inter,
+            m->gamma);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        ddl_debug("cannot write the tuning cache %s: %s", path, strerror(errno));
+        unlink(tmp);
+    }
+}
+
+ddl_status_t ddl_select_measure(void)
+{
+    if (forced != DDL_ALGO_AUTO || ddl_ctx.size < 2)
+        return DDL_OK;
+    const char *cache = getenv("DDL_TUNE_FILE");
+    /* [0] = 1 if rank 0 loaded the cache, then the model */
+    double v[1 + MODEL_FIELDS] = {0};
+    model_t m = model;
+    ddl_status_t st;
+    if (cache && *cache && ddl_ctx.rank == 0 && load_cache(cache, &m) == 0)
+        v[0] = 1;
+    memcpy(&v[1], &m, sizeof m);
+    if (cache && *cache &&
+        (st = ddl_bcast_binomial(&ddl_ctx.world, v, sizeof v, 0)) != DDL_OK)
+        return st;
+    if (v[0] == 0) {
+        char *buf = malloc(2 * PROBE_BIG);
+        if (!buf)
+            return ddl_fail(DDL_ERR_NOMEM, "out of memory for the link measurement");
+        memset(buf, 0, 2 * PROBE_BIG);
+        m = model;
+        st = measure_level(&ddl_ctx.node, buf, &m.a_intra, &m.b_intra);
+        if (st == DDL_OK)
+            st = measure_level(&ddl_ctx.cross, buf, &m.a_inter, &m.b_inter);
+        m.gamma = measure_gamma(buf);
+        free(buf);
+        if (st != DDL_OK)
+            return st;
+        /* everyone takes the worst value, so that every rank agrees */
+        memcpy(&v[1], &m, sizeof m);
+        if ((st = ddl_allreduce_rd(&ddl_ctx.world, &v[1], MODEL_FIELDS, DDL_FLOAT64, DDL_MAX)) !=
+            DDL_OK)
+            return st;
+        memcpy(&m, &v[1], sizeof m);
+        if (cache && *cache && ddl_ctx.rank == 0)
+            save_cache(cache, &m);
+    } else {
+        memcpy(&m, &v[1], sizeof m);
+    }
+    model = m;
+    ddl_debug("allreduce model%s: intra a=%.2f us b=%.3g us/B (%.2f GB/s); inter a=%.2f us "
+              "b=%.3g us/B (%.2f GB/s); reduction %.2f GB/s", v[0] ? " (cache)" : "",
+              m.a_intra, m.b_intra, 1e-3 / m.b_intra, m.a_inter, m.b_inter, 1e-3 / m.b_inter,
+              1e-3 / m.gamma);
+    return DDL_OK;
+}
+
+/* ---- the choice ---- */
+
+int ddl_hier_possible(const ddl_comm_t *comm)
+{
+    return comm == &ddl_ctx.world && ddl_ctx.hier_ok;
+}
+
+/* comm_spans_nodes: some two members live on different nodes. */
+static int comm_spans_nodes(const ddl_comm_t *comm)
+{
+    if (ddl_ctx.nnodes < 2)
+        return 0;
+    if (comm == &ddl_ctx.node)
+        return 0;
+    if (comm == &ddl_ctx.world || comm == &ddl_ctx.cross)
+        return comm->size > 1;
+    return ddl_comm_multi_node(comm);
+}
+
+typedef struct {
+    double t[5];
+} costs_t;
+
+static costs_t model_costs(const ddl_comm_t *comm, size_t bytes)
+{
+    const int inter = comm_spans_nodes(comm);
+    const double a = inter ? model.a_inter : model.a_intra;
+    const double b = inter ? fmax(model.b_inter, model.b_intra) : model.b_intra;
+    const double g = model.gamma, p = comm->size, n = (double)bytes;
+    double p2 = 1;
+    while (p2 * 2 <= p)
+        p2 *= 2;
+    const double fold = p2 < p ? 2 * (a + n * b) + n * g : 0;
+    const double segs = ceil(n / p / (double)ddl_tune.seg_bytes);
+    costs_t c = {{INFINITY, INFINITY, INFINITY, INFINITY, INFINITY}};
+    c.t[DDL_ALGO_RD] = ceil(log2(p)) * (a + n * b + n * g) + fold;
+    c.t[DDL_ALGO_RING] = 2 * (p - 1) * a * fmax(segs, 1) + 2 * (p - 1) / p * n * b +
+                         (p - 1) / p * n * g;
+    c.t[DDL_ALGO_RABENSEIFNER] = 2 * log2(p2) * a + 2 * (p2 - 1) / p2 * n * b +
+                                 (p2 - 1) / p2 * n * g + fold;
+    if (ddl_hier_possible(comm)) {
+        const double L = ddl_ctx.node.size, N = ddl_ctx.cross.size;
+        const double intra = 2 * (L - 1) * model.a_intra + 2 * (L - 1) / L * n * model.b_intra +
+                             (L - 1) / L * n * g;
+        const double across = 2 * (N - 1) * model.a_inter +
+                              2 * (N - 1) / N * n * model.b_inter + (N - 1) / N * (n / L) * g;
+        c.t[DDL_ALGO_HIER] = intra + across;
+    }
+    return c;
 }
 
 ddl_algo_t ddl_allreduce_select(const ddl_comm_t *comm, size_t bytes)
 {
     ddl_algo_t a = forced;
+    const char *why = " (DDL_ALLREDUCE_ALGO)";
+    if (a == DDL_ALGO_HIER && !ddl_hier_possible(comm)) {
+        a = DDL_ALGO_RING;
+        why = " (DDL_ALLREDUCE_ALGO=hier needs the world communicator on several nodes with "
+              "the same number of ranks each)";
+    }
     if (a == DDL_ALGO_AUTO) {
-        double p = comm->size, n = (double)bytes;
-        double rounds = ceil(log2(p));
-        double t_rd = rounds * (alpha_us + n * beta_us + n * gamma_us);
-        double t_ring = 2 * (p - 1) * alpha_us + 2 * (p - 1) / p * n * beta_us +
-                        (p - 1) / p * n * gamma_us;
-        a = t_rd <= t_ring ? DDL_ALGO_RD : DDL_ALGO_RING;
+        costs_t c = model_costs(comm, bytes);
+        a = DDL_ALGO_RING;
+        for (int i = DDL_ALGO_RING; i <= DDL_ALGO_HIER; i++)
+            if (c.t[i] < c.t[a])
+                a = (ddl_algo_t)i;
+        why = "";
     }
     if (a != last_choice) {
-        ddl_debug("allreduce of %zu bytes on %d ranks: %s%s", bytes, comm->size, algo_name(a),
-                  forced ? " (DDL_ALLREDUCE_ALGO)" : "");
+        ddl_debug("allreduce of %zu bytes on %d ranks: %s%s", bytes, comm->size,
+                  ddl_algo_name(a), why);
         last_choice = a;
     }
     return a;

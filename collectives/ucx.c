@@ -146,10 +146,7 @@ ddl_status_t ddl_tl_irecv(ddl_comm_t *comm, void *buf, size_t len, uint64_t tag,
                        "receive from", peer);
 }
 
-/* abandon: after a failure or abort, stop waiting: cancel what can be
- * cancelled (receives) and hand every request back to UCX, which releases
- * it when it completes.  Sends still in flight are never waited for. */
-static void abandon(void **reqs, int n)
+void ddl_tl_abandon(void **reqs, int n)
 {
     for (int i = 0; i < n; i++) {
         if (!reqs[i])
@@ -184,7 +181,7 @@ ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n)
         if (result == DDL_OK && ddl_is_aborted(comm))
             result = ddl_comm_check_abort(comm);
         if (result != DDL_OK) {
-            abandon(reqs, n);
+            ddl_tl_abandon(reqs, n);
             return result;
         }
         if (ucp_worker_progress(ddl_ctx.worker))
@@ -203,7 +200,7 @@ ddl_status_t ddl_tl_sendrecv(ddl_comm_t *comm, uint32_t seq, int dst, const void
         return st;
     st = ddl_tl_isend(comm, dst, sbuf, slen, ddl_tag(comm, seq, comm->rank), &reqs[1]);
     if (st != DDL_OK) {
-        abandon(reqs, 1);
+        ddl_tl_abandon(reqs, 1);
         return st;
     }
     return ddl_tl_waitall(comm, reqs, 2);

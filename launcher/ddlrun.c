@@ -176,21 +176,22 @@ static void set_rank_env(run_t *r, int rank, int master_port)
         snprintf(v, sizeof v, "%d", (val));                                  \
         setenv(name, v, 1);                                                  \
     } while (0)
+    const int per_node = r->o.np / r->o.nodes; /* --nodes: blocks of ranks */
     SETI("DDL_RANK", rank);
     SETI("DDL_SIZE", r->o.np);
-    SETI("DDL_LOCAL_RANK", rank);
-    SETI("DDL_LOCAL_SIZE", r->o.np);
-    SETI("DDL_NODE_ID", 0);
-    SETI("DDL_NNODES", 1);
+    SETI("DDL_LOCAL_RANK", rank % per_node);
+    SETI("DDL_LOCAL_SIZE", per_node);
+    SETI("DDL_NODE_ID", rank / per_node);
+    SETI("DDL_NNODES", r->o.nodes);
     SETI("DDL_GENERATION", 0);
     SETI("DDL_GRACE_MS", (int)r->o.grace_ms);
     setenv("DDL_AGENT_SOCK", r->sock, 1);
     setenv("DDL_STEP_ID", r->step, 1);
     SETI("RANK", rank);
     SETI("WORLD_SIZE", r->o.np);
-    SETI("LOCAL_RANK", rank);
-    SETI("LOCAL_WORLD_SIZE", r->o.np);
-    SETI("NODE_RANK", 0);
+    SETI("LOCAL_RANK", rank % per_node);
+    SETI("LOCAL_WORLD_SIZE", per_node);
+    SETI("NODE_RANK", rank / per_node);
     setenv("MASTER_ADDR", "127.0.0.1", 0); /* a user's explicit value wins */
     snprintf(v, sizeof v, "%d", master_port);
     setenv("MASTER_PORT", v, 0);

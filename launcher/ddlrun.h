@@ -16,6 +16,7 @@ typedef enum {
 
 typedef struct {
     int np;          /* -n: number of ranks */
+    int nodes;       /* --nodes: emulated nodes (np / nodes ranks each) */
     int label;       /* --label: prefix output lines with "[rank] " */
     long grace_ms;   /* --grace: SIGTERM -> SIGKILL delay */
     int verbose;     /* -v: debug logging */

@@ -17,6 +17,9 @@ const char ddlrun_usage[] =
     "\n"
     "  -n, --np N         number of ranks (1-4096), required\n"
     "  -l, --label        prefix every output line with \"[RANK] \"\n"
+    "      --nodes K      emulate K nodes of N/K ranks each (N must be a multiple of K):\n"
+    "                     ranks get node ids and local ranks in blocks, so that libddl's\n"
+    "                     node-aware algorithms run here; one agent serves them all\n"
     "      --grace SECS   after SIGTERM, wait this long before SIGKILL (0-600, default 5)\n"
     "      --bind HOW     auto (default): each rank gets its GPU, nearest NIC and cores;\n"
     "                     none: change nothing; LIST: CPU lists separated by ':', one per\n"
@@ -61,6 +64,7 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
     static const struct option longopts[] = {
         {"np", required_argument, NULL, 'n'},
         {"label", no_argument, NULL, 'l'},
+        {"nodes", required_argument, NULL, 'N'},
         {"grace", required_argument, NULL, 'g'},
         {"bind", required_argument, NULL, 'b'},
         {"verbose", no_argument, NULL, 'v'},
@@ -71,7 +75,7 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
     long v;
     int c;
 
-    *o = (ddlrun_opts_t){.np = 0, .grace_ms = DDLRUN_DEFAULT_GRACE_MS};
+    *o = (ddlrun_opts_t){.np = 0, .nodes = 1, .grace_ms = DDLRUN_DEFAULT_GRACE_MS};
     optind = 0; /* full re-initialisation of getopt, for repeated calls */
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+:n:lvhV", longopts, NULL)) != -1) {
@@ -85,6 +89,13 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
             break;
         case 'l':
             o->label = 1;
+            break;
+        case 'N':
+            if (ddl_parse_long(optarg, 1, DDLRUN_MAX_RANKS, &v) < 0)
+                return ddl_errprintf(err, "--nodes: '%s' is not a number of nodes (1-%d)",
+                                     optarg, DDLRUN_MAX_RANKS),
+                       DDLRUN_ARGS_ERROR;
+            o->nodes = (int)v;
             break;
         case 'g':
             if (ddl_parse_seconds_ms(optarg, 0, 600000, &v) < 0)
@@ -117,6 +128,10 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
     if (o->np == 0)
         return ddl_errprintf(err, "-n N is required (the number of ranks, 1-%d)",
                              DDLRUN_MAX_RANKS),
+               DDLRUN_ARGS_ERROR;
+    if (o->np % o->nodes != 0)
+        return ddl_errprintf(err, "--nodes %d: %d ranks cannot be split evenly over %d nodes "
+                             "(use a divisor of -n)", o->nodes, o->np, o->nodes),
                DDLRUN_ARGS_ERROR;
     if (optind >= argc || argv[optind][0] == '\0')
         return ddl_errprintf(err, "no program given: ddlrun -n N [--] PROG [ARGS...]"),

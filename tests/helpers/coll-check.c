@@ -307,15 +307,26 @@ static void check_rs_ag_reduce(ddl_dtype_t dt, ddl_op_t op, size_t blk)
     free(dst);
 }
 
-/* communicators: node (everyone under ddlrun), cross, and a split */
+/* communicators: node (the ranks of this node, in blocks under ddlrun
+ * --nodes), cross (one rank per node), and a split */
 static void check_comms(void)
 {
     ddl_comm_t *node = ddl_comm_node(), *cross = ddl_comm_cross(), *half = NULL;
     ddl_status_t st;
-    report("node communicator holds every rank (one node)",
-           !(node && ddl_comm_size(node) == size && ddl_comm_rank(node) == rank));
-    report("cross communicator holds this rank alone (one node)",
-           !(cross && ddl_comm_size(cross) == 1 && ddl_comm_rank(cross) == 0));
+    report("node communicator holds this node's ranks",
+           !(node && ddl_comm_size(node) == ddl_local_size() &&
+             ddl_comm_rank(node) == ddl_local_rank()));
+    report("cross communicator holds one rank per node",
+           !(cross && ddl_comm_size(cross) == ddl_num_nodes() &&
+             ddl_comm_rank(cross) == ddl_node_id()));
+    /* the node communicator works: its sum of world ranks is that of the
+     * block of ranks this node holds */
+    int64_t mine = rank, nsum = -1, nwant = 0;
+    if ((st = ddl_allreduce(node, &mine, &nsum, 1, DDL_INT64, DDL_SUM)) != DDL_OK)
+        die("ddl_allreduce on the node communicator", st);
+    for (int r = ddl_node_id() * ddl_local_size(); r < (ddl_node_id() + 1) * ddl_local_size(); r++)
+        nwant += r;
+    report("node communicator: allreduce of the world ranks", nsum != nwant);
     /* odd and even ranks, ordered by descending rank (key) */
     if ((st = ddl_comm_split(ddl_comm_world(), rank % 2, -rank, &half)) != DDL_OK)
         die("ddl_comm_split", st);
