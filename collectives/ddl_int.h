@@ -260,6 +260,13 @@ void ddl_scratch_free(void);
 ddl_status_t ddl_bcast_binomial(ddl_comm_t *comm, void *buf, size_t bytes, int root);
 ddl_status_t ddl_barrier_dissemination(ddl_comm_t *comm);
 
+/* ---- registered buffers (mem.c) ---- */
+/* ddl_mem_lookup: the UCX memory handle of a registration that contains
+ * buf[0, len), or NULL.  Thread-safe. */
+void *ddl_mem_lookup(const void *buf, size_t len);
+/* ddl_mem_release_all: unmap every registration left (ddl_finalize). */
+void ddl_mem_release_all(void);
+
 /* ---- checkpoints (checkpoint.c) ---- */
 /* ddl_ckpt_finish_pending: commit the pending async checkpoint, if any (as
  * ddl_ckpt_wait()) and free the async copy buffers kept for reuse; called

@@ -145,6 +145,7 @@ static ddl_status_t bootstrap(const void *addr, size_t addr_len)
 
 static void release(void)
 {
+    ddl_mem_release_all();
     ddl_tl_fini();
     if (ddl_ctx.agent_fd >= 0)
         close(ddl_ctx.agent_fd);

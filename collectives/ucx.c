@@ -20,6 +20,8 @@
 
 /* Iterations without progress before the wait loop starts to yield. */
 #define DDL_SPIN_BEFORE_YIELD 64
+/* Transfers below this size never look up a registration. */
+#define DDL_MEMH_MIN_BYTES 8192
 
 static ddl_status_t from_ucs(ucs_status_t st)
 {
@@ -126,6 +128,19 @@ static ddl_status_t post_result(void *ptr, void **req, const char *what, int pee
     return DDL_OK;
 }
 
+/* set_memh: hand UCX the registration of buf if the program made one.
+ * Small transfers are copied by UCX anyway. */
+static void set_memh(ucp_request_param_t *p, const void *buf, size_t len)
+{
+    if (len < DDL_MEMH_MIN_BYTES)
+        return;
+    void *memh = ddl_mem_lookup(buf, len);
+    if (memh) {
+        p->op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+        p->memh = memh;
+    }
+}
+
 ddl_status_t ddl_tl_isend(ddl_comm_t *comm, int dst, const void *buf, size_t len, uint64_t tag,
                           void **req)
 {
@@ -135,12 +150,14 @@ ddl_status_t ddl_tl_isend(ddl_comm_t *comm, int dst, const void *buf, size_t len
     if (!ep)
         return st;
     ucp_request_param_t p = {0};
+    set_memh(&p, buf, len);
     return post_result(ucp_tag_send_nbx(ep, buf, len, tag, &p), req, "send to", peer);
 }
 
 ddl_status_t ddl_tl_irecv(ddl_comm_t *comm, void *buf, size_t len, uint64_t tag, void **req)
 {
     ucp_request_param_t p = {0};
+    set_memh(&p, buf, len);
     int peer = world_of(comm, (int)(tag & 0xffffff));
     return post_result(ucp_tag_recv_nbx(ddl_ctx.worker, buf, len, tag, UINT64_MAX, &p), req,
                        "receive from", peer);

@@ -245,6 +245,27 @@ ddl_status_t ddl_wait(ddl_request_t *req, int timeout_ms);
  * then.  Accepts NULL. */
 void ddl_request_free(ddl_request_t *req);
 
+/* A registered buffer (ddl_mem_register).  Opaque; owned by the caller. */
+typedef struct ddl_mem ddl_mem_t;
+
+/* ddl_mem_register: register buf[0, len) with the transport once, for a
+ * buffer that is used by many large collectives (gradient buckets, weights).
+ * Every later send or receive that lies inside it passes the registration
+ * to UCX instead of looking it up (or registering) on each call; results
+ * are the same either way.  On transports that need no registration
+ * (shared memory, TCP) there is nothing to gain but nothing lost.  The
+ * buffer must stay allocated until ddl_mem_deregister(); registrations may
+ * overlap (the first that contains a transfer is used).  Callable from any
+ * thread after ddl_init().  Returns DDL_OK with *mem set;
+ * DDL_ERR_NOT_INITIALIZED; DDL_ERR_INVALID for a NULL buf or mem or len 0;
+ * DDL_ERR_NOMEM; DDL_ERR_TRANSPORT if UCX refuses the registration. */
+ddl_status_t ddl_mem_register(void *buf, size_t len, ddl_mem_t **mem);
+
+/* ddl_mem_deregister: undo ddl_mem_register().  No collective on the buffer
+ * may be pending (wait for its requests first).  Accepts NULL.  Callable
+ * from any thread; ddl_finalize() releases the registrations left. */
+ddl_status_t ddl_mem_deregister(ddl_mem_t *mem);
+
 /* ddl_comm_abort: abort comm on this rank: the running operation on it
  * fails with DDL_ERR_ABORTED at its next progress check (measured: a few
  * milliseconds; tested: under 1 s), queued ones at once, future ones when

@@ -399,6 +399,35 @@ static void check_bcast(size_t n, int root)
     free(v);
 }
 
+/* registered: allreduce and allgather on a registered buffer (the transfers
+ * carry the registration) give the same results, over several calls. */
+static void check_registered(size_t n)
+{
+    float *buf = malloc((n + 1) * sizeof *buf);
+    ddl_mem_t *mem = NULL;
+    ddl_status_t st;
+    if (!buf)
+        die("malloc", DDL_ERR_NOMEM);
+    if ((st = ddl_mem_register(buf, (n + 1) * sizeof *buf, &mem)) != DDL_OK)
+        die("ddl_mem_register", st);
+    int64_t wrong = 0;
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < n; i++)
+            put(buf, i, DDL_FLOAT32, input_of(DDL_FLOAT32, rank, i + (size_t)round, DDL_SUM));
+        if ((st = ddl_allreduce(ddl_comm_world(), DDL_IN_PLACE, buf, n, DDL_FLOAT32, DDL_SUM)) !=
+            DDL_OK)
+            die("ddl_allreduce on a registered buffer", st);
+        for (size_t i = 0; i < n; i++)
+            wrong += buf[i] != (float)expected_of(DDL_FLOAT32, i + (size_t)round, DDL_SUM, size);
+    }
+    if ((st = ddl_mem_deregister(mem)) != DDL_OK)
+        die("ddl_mem_deregister", st);
+    char name[96];
+    snprintf(name, sizeof name, "allreduce f32 sum n=%zu on a registered buffer, 3 rounds", n);
+    report(name, wrong);
+    free(buf);
+}
+
 int main(int argc, char **argv)
 {
     size_t sizes[16] = {0, 1, 2, 7, 1000, 4097, 1048579};
@@ -455,6 +484,9 @@ int main(int argc, char **argv)
         check_rs_ag_reduce(DDL_BFLOAT16, DDL_AVG, blk);
         check_rs_ag_reduce(DDL_UINT8, DDL_SUM, blk);
     }
+    for (int s = 0; s < nsizes; s++)
+        if (sizes[s] > 1000)
+            check_registered(sizes[s]);
     check_comms();
     for (int i = 0; i < 20; i++)
         if ((st = ddl_barrier(ddl_comm_world())) != DDL_OK)

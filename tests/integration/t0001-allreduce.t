@@ -5,18 +5,20 @@
 # barrier, and split/node/cross communicators, at 0, 1, 2, 7, 1000, 4097 and
 # 1 Mi + 3 elements, for world sizes 1-6 and 8, with each allreduce algorithm
 # (ring, recursive doubling, and the automatic choice); plus one 64 Mi-element
-# f32 sum.
+# f32 sum.  Rabenseifner too, the ring with many pipeline segments, and
+# the two-level (hier) algorithm on nodes emulated by ddlrun --nodes, where
+# the automatic choice is checked as well.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 
 "$COLL_CHECK" >"$T_TMP/out" 2>"$T_TMP/err" --sizes 0,1,7,1000
 t_ok $? "coll-check as a single process, without ddlrun or an agent"
 
-check() { # check ALGO N [ARGS...]
-    algo=$1 n=$2
-    shift 2
-    DDL_ALLREDUCE_ALGO=$algo t_run 300 "$DDLRUN" -n "$n" "$COLL_CHECK" "$@"
+check() { # check ALGO N NODES [ARGS...]: ddlrun -n N --nodes NODES coll-check ARGS
+    algo=$1 n=$2 nodes=$3
+    shift 3
+    DDL_ALLREDUCE_ALGO=$algo t_run 300 "$DDLRUN" -n "$n" --nodes "$nodes" "$COLL_CHECK" "$@"
     rc=$?
-    t_ok $rc "algo $algo, ddlrun -n $n coll-check $*: every case passes on every rank"
+    t_ok $rc "algo $algo, ddlrun -n $n --nodes $nodes coll-check $*: every case passes on every rank"
     if [ $rc -ne 0 ]; then
         t_diag "exit status $rc"
         grep -v '^pass' "$T_TMP/out" | sed 's/^/# /'
@@ -25,20 +27,40 @@ check() { # check ALGO N [ARGS...]
 }
 
 for n in 1 2 3 4 5 6 8; do
-    check auto "$n"
+    check auto "$n" 1
     cases=$(grep -c '^pass' "$T_TMP/out")
     t_ok $([ "$cases" -ge 100 ]; echo $?) "ddlrun -n $n: $cases cases were checked"
 done
-for algo in ring rd; do
+for algo in ring rd rabenseifner; do
     for n in 2 3 5 8; do
-        check "$algo" "$n" --sizes 0,1,2,7,4097,1048579
+        check "$algo" "$n" 1 --sizes 0,1,2,7,4097,1048579
     done
 done
-check ring 4 --big --sizes 1
+# the ring's pipeline with many small segments and each window size
+export DDL_SEGMENT_BYTES=4096
+for w in 1 3; do
+    export DDL_RING_WINDOW=$w
+    check ring 5 1 --sizes 7,4097,1048579
+done
+unset DDL_SEGMENT_BYTES DDL_RING_WINDOW
+# the two-level algorithm on emulated nodes (ddlrun --nodes), forced and
+# chosen by the model
+for spec in "4 2" "6 3" "8 2" "8 4"; do
+    set -- $spec
+    check hier "$1" "$2" --sizes 0,1,2,7,4097,1048579
+    check auto "$1" "$2" --sizes 0,1,7,1000,4097,1048579
+done
+DDL_LOG_LEVEL=debug DDL_ALLREDUCE_ALGO=hier t_run 60 "$DDLRUN" -n 4 --nodes 2 "$COLL_CHECK" --sizes 4097
+t_like "$T_TMP/err" "allreduce of 16388 bytes on 4 ranks: hier \(DDL_ALLREDUCE_ALGO\)" \
+    "on 2 emulated nodes the world's allreduce runs hier (debug log)"
+t_like "$T_TMP/err" "allreduce of [0-9]+ bytes on 2 ranks: ring \(DDL_ALLREDUCE_ALGO=hier needs" \
+    "... and a node communicator's falls back to the ring, saying why"
+check ring 4 1 --big --sizes 1
+check hier 4 2 --big --sizes 1
 t_like "$T_TMP/out" "^pass allreduce f32 sum n=67108864 in-place" "the 64 Mi-element f32 sum was checked"
 
 DDL_ALLREDUCE_ALGO=bogus t_run 30 "$DDLRUN" -n 2 "$COLL_CHECK" --sizes 1
 t_ok $([ $? -ne 0 ]; echo $?) "an unknown DDL_ALLREDUCE_ALGO fails ddl_init"
-t_like "$T_TMP/err" "DDL_ALLREDUCE_ALGO='bogus' is not an algorithm \(auto, ring, rd\)" \
+t_like "$T_TMP/err" "DDL_ALLREDUCE_ALGO='bogus' is not an algorithm \(auto, ring, rd, rabenseifner, hier\)" \
     "... with a message listing the accepted values"
 t_done

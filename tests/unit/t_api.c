@@ -17,6 +17,9 @@ int main(void)
     unsetenv("DDL_AGENT_SOCK");
 
     float x[4] = {1, 2, 3, 4}, y[4];
+    ddl_mem_t *early = NULL;
+    is(ddl_mem_register(x, sizeof x, &early), DDL_ERR_NOT_INITIALIZED,
+       "ddl_mem_register before ddl_init");
     is(ddl_allreduce(ddl_comm_world(), x, y, 4, DDL_FLOAT32, DDL_SUM), DDL_ERR_NOT_INITIALIZED,
        "allreduce before ddl_init");
     is(ddl_finalize(), DDL_ERR_NOT_INITIALIZED, "finalize before ddl_init");
@@ -102,6 +105,22 @@ int main(void)
     is(ddl_test(NULL), DDL_ERR_INVALID, "ddl_test(NULL)");
     ddl_request_free(NULL);
     is(ddl_comm_abort(NULL, "x"), DDL_ERR_INVALID, "abort of NULL");
+
+    /* registered buffers */
+    ddl_mem_t *mem = NULL, *mem2 = NULL;
+    is(ddl_mem_register(NULL, 16, &mem), DDL_ERR_INVALID, "ddl_mem_register of NULL");
+    is(ddl_mem_register(x, 0, &mem), DDL_ERR_INVALID, "ddl_mem_register of 0 bytes");
+    is(ddl_mem_register(x, sizeof x, NULL), DDL_ERR_INVALID, "ddl_mem_register without a handle");
+    is(ddl_mem_register(x, sizeof x, &mem), DDL_OK, "ddl_mem_register of 16 bytes");
+    is(ddl_mem_register(x, sizeof x, &mem2), DDL_OK, "... and again, overlapping");
+    is(ddl_allreduce(ddl_comm_world(), DDL_IN_PLACE, x, 4, DDL_FLOAT32, DDL_SUM), DDL_OK,
+       "allreduce on a registered buffer");
+    is(ddl_mem_deregister(mem), DDL_OK, "ddl_mem_deregister");
+    is(ddl_mem_deregister(mem), DDL_ERR_INVALID, "... twice is refused");
+    ok(strstr(ddl_last_error(), "deregistered twice") != NULL, "... saying so: %s",
+       ddl_last_error());
+    is(ddl_mem_deregister(NULL), DDL_OK, "ddl_mem_deregister(NULL)");
+    (void)mem2; /* left for ddl_finalize() to release */
 
     is(ddl_finalize(), DDL_OK, "finalize");
     is(ddl_finalize(), DDL_ERR_NOT_INITIALIZED, "second finalize");

@@ -51,6 +51,11 @@ int main(void)
     v = ARGV("--bind", "5", "-n", "2", "prog");
     ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.bind == DDLRUN_BIND_LIST, "--bind 5: one list");
     ok(strstr(ddlrun_usage, "--bind HOW") != NULL, "usage text documents --bind");
+    v = ARGV("-n", "6", "prog");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.nodes == 1, "--nodes defaults to 1");
+    v = ARGV("-n", "6", "--nodes", "3", "prog");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.nodes == 3, "--nodes 3 with -n 6");
+    ok(strstr(ddlrun_usage, "--nodes K") != NULL, "usage text documents --nodes");
 
     v = ARGV("--np=2", "--label", "--grace", "0.5", "-v", "--", "prog", "-n", "9");
     ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN, "long options and -- parse");
@@ -93,6 +98,10 @@ int main(void)
         {{"--bogus", "-n", "1", "prog"}, "unknown option '--bogus'"},
         {{"-n", "2", ""}, "no program given"},
         {{"--bind", "some", "-n", "1", "prog"}, "--bind: 'some' is not auto, none or CPU lists"},
+        {{"--nodes", "0", "-n", "2", "prog"}, "--nodes: '0' is not a number of nodes (1-4096)"},
+        {{"--nodes", "x", "-n", "2", "prog"}, "--nodes: 'x' is not a number of nodes"},
+        {{"--nodes", "4", "-n", "6", "prog"},
+         "--nodes 4: 6 ranks cannot be split evenly over 4 nodes (use a divisor of -n)"},
         {{"--bind", "0-3:", "-n", "1", "prog"}, "--bind: '0-3:' is not"},
         {{"--bind", ":1", "-n", "1", "prog"}, "empty CPU list"},
         {{"--bind", "3-1", "-n", "1", "prog"}, "'3-1' is not a CPU list"},
