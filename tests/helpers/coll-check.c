@@ -9,9 +9,10 @@
  * stderr; rank 0 prints one line per case and a summary.  Exit status 0
  * only if every case passed on every rank.
  *
- *   coll-check [--sizes N,N,...] [--quick] [--big]
+ *   coll-check [--sizes N,N,...] [--quick] [--big] [--huge]
  *
- * --big adds one f32 sum allreduce of 64 Mi elements (256 MiB per rank).
+ * --big adds one f32 sum allreduce of 64 Mi elements (256 MiB per rank);
+ * --huge one u8 sum allreduce of 2^31 + 5 elements (2 GiB per rank).
  * The algorithm is whatever DDL_ALLREDUCE_ALGO selects; rank 0 prints it.
  */
 #include <inttypes.h>
@@ -399,6 +400,29 @@ static void check_bcast(size_t n, int root)
     free(v);
 }
 
+/* check_huge: one u8 sum allreduce of more than 2^31 elements (2 GiB per
+ * rank), every element checked: counts are size_t all the way down. */
+static void check_huge(void)
+{
+    const size_t n = ((size_t)1 << 31) + 5;
+    uint8_t *buf = malloc(n);
+    if (!buf)
+        die("malloc of 2 GiB", DDL_ERR_NOMEM);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (uint8_t)(i * 131 + (size_t)rank * 97);
+    ddl_status_t st = ddl_allreduce(ddl_comm_world(), DDL_IN_PLACE, buf, n, DDL_UINT8, DDL_SUM);
+    if (st != DDL_OK)
+        die("ddl_allreduce of 2^31 + 5 elements", st);
+    size_t ranks97 = 0;
+    for (int r = 0; r < size; r++)
+        ranks97 += (size_t)r * 97;
+    int64_t wrong = 0;
+    for (size_t i = 0; i < n; i++)
+        wrong += buf[i] != (uint8_t)(i * 131 * (size_t)size + ranks97);
+    report("allreduce u8 sum n=2147483653 in-place (more than 2^31 elements)", wrong);
+    free(buf);
+}
+
 /* registered: allreduce and allgather on a registered buffer (the transfers
  * carry the registration) give the same results, over several calls. */
 static void check_registered(size_t n)
@@ -431,18 +455,20 @@ static void check_registered(size_t n)
 int main(int argc, char **argv)
 {
     size_t sizes[16] = {0, 1, 2, 7, 1000, 4097, 1048579};
-    int nsizes = 7, quick = 0, big = 0;
+    int nsizes = 7, quick = 0, big = 0, huge = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             quick = 1;
         else if (strcmp(argv[i], "--big") == 0)
             big = 1;
+        else if (strcmp(argv[i], "--huge") == 0)
+            huge = 1;
         else if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
             nsizes = 0;
             for (char *t = strtok(argv[++i], ","); t && nsizes < 16; t = strtok(NULL, ","))
                 sizes[nsizes++] = strtoull(t, NULL, 10);
         } else {
-            fprintf(stderr, "usage: coll-check [--sizes N,N,...] [--quick] [--big]\n");
+            fprintf(stderr, "usage: coll-check [--sizes N,N,...] [--quick] [--big] [--huge]\n");
             return 2;
         }
     }
@@ -456,6 +482,8 @@ int main(int argc, char **argv)
                getenv("DDL_ALLREDUCE_ALGO") ? getenv("DDL_ALLREDUCE_ALGO") : "auto");
     if (big)
         check_allreduce(DDL_FLOAT32, DDL_SUM, (size_t)64 << 20, 1);
+    if (huge)
+        check_huge();
 
     static const ddl_dtype_t types[] = {DDL_FLOAT32, DDL_FLOAT64, DDL_INT32, DDL_INT64,
                                         DDL_FLOAT16, DDL_BFLOAT16, DDL_UINT8};

@@ -7,7 +7,8 @@
 # (ring, recursive doubling, and the automatic choice); plus one 64 Mi-element
 # f32 sum.  Rabenseifner too, the ring with many pipeline segments, and
 # the two-level (hier) algorithm on nodes emulated by ddlrun --nodes, where
-# the automatic choice is checked as well.
+# the automatic choice is checked as well; and one u8 sum of 2^31 + 5
+# elements (skipped with less than 6 GiB of free memory).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 
 "$COLL_CHECK" >"$T_TMP/out" 2>"$T_TMP/err" --sizes 0,1,7,1000
@@ -55,9 +56,21 @@ t_like "$T_TMP/err" "allreduce of 16388 bytes on 4 ranks: hier \(DDL_ALLREDUCE_A
     "on 2 emulated nodes the world's allreduce runs hier (debug log)"
 t_like "$T_TMP/err" "allreduce of [0-9]+ bytes on 2 ranks: ring \(DDL_ALLREDUCE_ALGO=hier needs" \
     "... and a node communicator's falls back to the ring, saying why"
-check ring 4 1 --big --sizes 1
-check hier 4 2 --big --sizes 1
-t_like "$T_TMP/out" "^pass allreduce f32 sum n=67108864 in-place" "the 64 Mi-element f32 sum was checked"
+for spec in "ring 4 1" "hier 4 2"; do
+    set -- $spec
+    check "$1" "$2" "$3" --big --sizes 1
+    t_like "$T_TMP/out" "^pass allreduce f32 sum n=67108864 in-place" \
+        "$1: the 64 Mi-element f32 sum was checked"
+done
+# more than 2^31 elements: 2 GiB per rank, 2 ranks
+avail_kb=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)
+if [ "${avail_kb:-0}" -ge $((6 * 1024 * 1024)) ]; then
+    check auto 2 1 --huge --sizes 1
+    t_like "$T_TMP/out" "^pass allreduce u8 sum n=2147483653" "the 2^31 + 5-element u8 sum was checked"
+else
+    t_skip "2^31 + 5 elements need 6 GiB of free memory; MemAvailable is ${avail_kb:-?} kB"
+    t_skip "the 2^31 + 5-element u8 sum was checked"
+fi
 
 DDL_ALLREDUCE_ALGO=bogus t_run 30 "$DDLRUN" -n 2 "$COLL_CHECK" --sizes 1
 t_ok $([ $? -ne 0 ]; echo $?) "an unknown DDL_ALLREDUCE_ALGO fails ddl_init"
