@@ -11,8 +11,8 @@
 
 #define DDL_REDUCE_LOOP(T, EXPR)                                             \
     do {                                                                     \
-        T *o_ = inout;                                                       \
-        const T *i_ = in;                                                    \
+        T *restrict o_ = inout;                                              \
+        const T *restrict i_ = in;                                           \
         for (size_t k = 0; k < count; k++) {                                 \
             T a = i_[k], b = o_[k];                                          \
             o_[k] = (EXPR);                                                  \
