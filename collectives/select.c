@@ -161,10 +161,12 @@ static int load_cache(const char *path, model_t *m)
     FILE *f = fopen(path, "r");
     if (!f)
         return -1;
-    char key[64];
+    char line[256], key[64];
     double v;
     int found = 0, nodes = -1, ppn = -1;
-    while (fscanf(f, "%63s %lf", key, &v) == 2) {
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || sscanf(line, "%63s %lf", key, &v) != 2)
+            continue;
         double *slot = !strcmp(key, "alpha_intra_us")  ? &m->a_intra
                        : !strcmp(key, "beta_intra_us")  ? &m->b_intra
                        : !strcmp(key, "alpha_inter_us") ? &m->a_inter
