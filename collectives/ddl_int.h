@@ -235,7 +235,7 @@ typedef enum {
     DDL_ALGO_RABENSEIFNER = 3,
     DDL_ALGO_HIER = 4,
 } ddl_algo_t;
-#define DDL_SEGMENT_BYTES_DEFAULT (1024 * 1024)
+#define DDL_SEGMENT_BYTES_DEFAULT (128 * 1024)
 const char *ddl_algo_name(ddl_algo_t a);
 /* ddl_allreduce_select: the algorithm for this call (override or model);
  * the same on every rank of comm for the same bytes. */
