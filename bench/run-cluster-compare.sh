@@ -3,13 +3,16 @@
 # namespace Slurm cluster of tests/slurm/cluster.sh, over TCP, ddl vs Open
 # MPI vs raw UCX, measured in one run (as root).
 #
-#   bench/run-cluster-compare.sh BUILDDIR [NODES...]      (default: 2 4)
+#   [TPN=T] bench/run-cluster-compare.sh BUILDDIR [NODES...]   (default: 2 4)
 #
-# For each node count N (N <= 8), one task per node (`srun -N N -n N`):
+# For each node count N (N <= 8), T tasks per node (default 1; `srun -N N
+# -n N*T`):
 # ddl-bench under `srun --mpi=pmix --ddl` and mpi-bench under `srun
 # --mpi=pmix` (allreduce, f32 sum, checked, 8 B to 64 MiB).  Then
 # ucx_perftest between nodes n1 and n2: tag latency (8 B), tag bandwidth and
 # UCP put bandwidth (16 MiB).  Everything uses TCP over the nodes' veths
+# With T > 1, ddl-bench also runs with DDL_ALLREDUCE_ALGO=ring and =hier,
+# to show the two-level algorithm against the flat ring.
 # (UCX_TLS=tcp,self; Open MPI's ob1/tcp on eth0), as run-bootstrap.sh and the
 # integration tests do.  Iterations: -n 100 -w 10 up to 512 KiB, -n 10 -w 2
 # from 1 MiB.  The cluster is started once with the largest N (at least 2)
@@ -19,6 +22,8 @@ set -eu
 build=$(cd "${1:?usage: run-cluster-compare.sh BUILDDIR [NODES...]}" && pwd)
 shift
 [ $# -gt 0 ] || set -- 2 4
+tpn=${TPN:-1}
+case $tpn in [1-8]) ;; *) echo "run-cluster-compare: TPN='$tpn' is not 1-8" >&2; exit 2 ;; esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 dir=/var/tmp/ddl-cluster-compare.$$
 plugin="$build/plugins/.libs/spank_ddl.so"
@@ -65,18 +70,27 @@ small="allreduce -b 8 -e 512K -f 8 -n 100 -w 10 -c 1"
 large="allreduce -b 1M -e 64M -f 4 -n 10 -w 2 -c 1"
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
 echo "# UCX $(ucx_info -v | sed -n 's/# Version //p'), $(mpirun --version 2>/dev/null | head -1)"
-echo "# namespace Slurm cluster of $max nodes, 1 task per node, TCP over veths (UCX_TLS=$UCX_TLS, Open MPI ob1/tcp on eth0)"
+echo "# namespace Slurm cluster of $max nodes, $tpn task(s) per node, TCP over veths (UCX_TLS=$UCX_TLS, Open MPI ob1/tcp on eth0)"
 for n in "$@"; do
-    echo "## $n nodes x 1 task"
+    t=$((n * tpn))
+    echo "## $n nodes x $tpn task(s)"
     # shellcheck disable=SC2086
-    step ddl-bench all srun --mpi=pmix -N"$n" -n"$n" --ddl "$ddlbench" $small
+    step ddl-bench all srun --mpi=pmix -N"$n" -n"$t" --ddl "$ddlbench" $small
     # shellcheck disable=SC2086
-    step ddl-bench rows srun --mpi=pmix -N"$n" -n"$n" --ddl "$ddlbench" $large
+    step ddl-bench rows srun --mpi=pmix -N"$n" -n"$t" --ddl "$ddlbench" $large
+    if [ "$tpn" -gt 1 ]; then
+        for algo in ring hier; do
+            # shellcheck disable=SC2086
+            step ddl-bench all srun --mpi=pmix -N"$n" -n"$t" --ddl "$ddlbench" $small -a "$algo"
+            # shellcheck disable=SC2086
+            step ddl-bench rows srun --mpi=pmix -N"$n" -n"$t" --ddl "$ddlbench" $large -a "$algo"
+        done
+    fi
     if [ -x "$mpibench" ]; then
         # shellcheck disable=SC2086
-        step mpi-bench all srun --mpi=pmix -N"$n" -n"$n" "$mpibench" $small
+        step mpi-bench all srun --mpi=pmix -N"$n" -n"$t" "$mpibench" $small
         # shellcheck disable=SC2086
-        step mpi-bench rows srun --mpi=pmix -N"$n" -n"$n" "$mpibench" $large
+        step mpi-bench rows srun --mpi=pmix -N"$n" -n"$t" "$mpibench" $large
     else
         echo "# mpi-bench not built (install libopenmpi-dev and re-run configure)"
     fi

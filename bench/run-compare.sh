@@ -37,7 +37,7 @@ for n in "$@"; do
 done
 echo "## ucx_perftest, 2 processes"
 port=$((20000 + $$ % 20000))
-for t in "tag_lat -s 8 -n 20000" "tag_bw -s 16777216 -n 200"; do
+for t in "tag_lat -s 8 -n 20000" "tag_bw -s 16777216 -n 200" "ucp_put_bw -s 16777216 -n 200"; do
     # shellcheck disable=SC2086
     ucx_perftest -t $t -p $port >/dev/null 2>&1 &
     srv=$!
