@@ -4,20 +4,20 @@
  * DDL_ALLREDUCE_ALGO=ring|rd|rabenseifner|hier|auto overrides the choice.
  * Otherwise an alpha-beta-gamma model (research/collectives.md) for p ranks
  * and n bytes picks the cheapest:
- *   rd:            ceil(log2 p) (a + n b + n g)                 [+ fold]
+ *   rd:            log2 p' (a + n b + n g)                      [+ fold]
  *   ring:          2(p-1) a + 2(p-1)/p n b + (p-1)/p n g  (+ a per segment)
  *   rabenseifner:  2 log2 p' a + 2(p'-1)/p' n b + (p'-1)/p' n g  [+ fold]
  *   hier:          intra reduce-scatter and allgather with (a_i, b_i) over
  *                  L local ranks, and an inter-node ring on n/L bytes with
  *                  (a_e, b_e) over N nodes, whose L rings share a node link
- * where [+ fold] is a + n b + n g twice for the ranks above the largest
- * power of two p'.  a, b are measured per level when ddl_init() sees more
+ * where p' is the largest power of two <= p and [+ fold], for the ranks
+ * above it, is 2(a + n b) + n g (their data in, the result back out).  a, b are measured per level when ddl_init() sees more
  * than one rank: a ring step of 8 bytes and of 256 KiB on the node
  * communicator (intra) and on the cross communicator (inter); g by timing
  * a local f32 sum.  Every rank then takes the maximum over all ranks, so
  * that every rank makes the same choice.  DDL_TUNE_FILE names a cache: rank
- * 0 loads it when its shape (nodes, ranks per node) matches, or writes it
- * after measuring.  The choice is logged at debug level whenever it differs
+ * 0 loads it when its shape (nodes, ranks per node) matches and broadcasts
+ * what it found; otherwise every rank measures and rank 0 writes it.  The choice is logged at debug level whenever it differs
  * from the previous call's.
  */
 #include "config.h"
@@ -218,8 +218,8 @@ ddl_status_t ddl_select_measure(void)
     if (cache && *cache && ddl_ctx.rank == 0 && load_cache(cache, &m) == 0)
         v[0] = 1;
     memcpy(&v[1], &m, sizeof m);
-    if (cache && *cache &&
-        (st = ddl_bcast_binomial(&ddl_ctx.world, v, sizeof v, 0)) != DDL_OK)
+    /* always, so that rank 0's decision holds even where the ranks' DDL_TUNE_FILE differ */
+    if ((st = ddl_bcast_binomial(&ddl_ctx.world, v, sizeof v, 0)) != DDL_OK)
         return st;
     if (v[0] == 0) {
         char *buf = malloc(2 * PROBE_BIG);
@@ -288,7 +288,7 @@ static costs_t model_costs(const ddl_comm_t *comm, size_t bytes)
     const double fold = p2 < p ? 2 * (a + n * b) + n * g : 0;
     const double segs = ceil(n / p / (double)ddl_tune.seg_bytes);
     costs_t c = {{INFINITY, INFINITY, INFINITY, INFINITY, INFINITY}};
-    c.t[DDL_ALGO_RD] = ceil(log2(p)) * (a + n * b + n * g) + fold;
+    c.t[DDL_ALGO_RD] = log2(p2) * (a + n * b + n * g) + fold;
     c.t[DDL_ALGO_RING] = 2 * (p - 1) * a * fmax(segs, 1) + 2 * (p - 1) / p * n * b +
                          (p - 1) / p * n * g;
     c.t[DDL_ALGO_RABENSEIFNER] = 2 * log2(p2) * a + 2 * (p2 - 1) / p2 * n * b +

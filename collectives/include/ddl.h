@@ -255,15 +255,18 @@ typedef struct ddl_mem ddl_mem_t;
  * are the same either way.  On transports that need no registration
  * (shared memory, TCP) there is nothing to gain but nothing lost.  The
  * buffer must stay allocated until ddl_mem_deregister(); registrations may
- * overlap (the first that contains a transfer is used).  Callable from any
+ * overlap (the newest that contains a transfer is used).  Callable from any
  * thread after ddl_init().  Returns DDL_OK with *mem set;
  * DDL_ERR_NOT_INITIALIZED; DDL_ERR_INVALID for a NULL buf or mem or len 0;
  * DDL_ERR_NOMEM; DDL_ERR_TRANSPORT if UCX refuses the registration. */
 ddl_status_t ddl_mem_register(void *buf, size_t len, ddl_mem_t **mem);
 
 /* ddl_mem_deregister: undo ddl_mem_register().  No collective on the buffer
- * may be pending (wait for its requests first).  Accepts NULL.  Callable
- * from any thread; ddl_finalize() releases the registrations left. */
+ * may be pending (wait for its requests first).  Accepts NULL (DDL_OK).
+ * Callable from any thread; ddl_finalize() releases the registrations left,
+ * after which their handles are invalid.  Returns DDL_OK, or DDL_ERR_INVALID
+ * for a handle that is not registered (deregistered twice, or after
+ * ddl_finalize()). */
 ddl_status_t ddl_mem_deregister(ddl_mem_t *mem);
 
 /* ddl_comm_abort: abort comm on this rank: the running operation on it

@@ -423,8 +423,8 @@ static void check_huge(void)
     free(buf);
 }
 
-/* registered: allreduce and allgather on a registered buffer (the transfers
- * carry the registration) give the same results, over several calls. */
+/* registered: allreduce on a registered buffer (the transfers carry the
+ * registration) gives the same results, over several calls. */
 static void check_registered(size_t n)
 {
     float *buf = malloc((n + 1) * sizeof *buf);
