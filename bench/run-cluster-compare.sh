@@ -11,7 +11,7 @@
 # `srun --mpi=pmix` (allreduce, f32 sum, checked, 8 B to 64 MiB), each R
 # times (default 3), alternately; the tables give the median time and bus
 # bandwidth per size side by side (bench/sidebyside.awk).  With T > 1,
-# ddl-bench also runs with -a ring and -a hier, to show the two-level
+# ddl-bench also runs with DDL_ALLREDUCE_ALGO=ring and =hier, to show the two-level
 # algorithm against the flat ring.  Then ucx_perftest between nodes n1 and
 # n2: tag latency (8 B), tag bandwidth and UCP put bandwidth (16 MiB).
 # Everything uses TCP over the nodes' veths (UCX_TLS=tcp,self; Open MPI's
@@ -92,8 +92,8 @@ for n in "$@"; do
     while [ $i -lt "$repeat" ]; do
         bench ddl srun --mpi=pmix -N"$n" -n"$t" --ddl "$ddlbench"
         if [ "$tpn" -gt 1 ]; then
-            bench ring srun --mpi=pmix -N"$n" -n"$t" --ddl "$ddlbench" -a ring
-            bench hier srun --mpi=pmix -N"$n" -n"$t" --ddl "$ddlbench" -a hier
+            bench ring env DDL_ALLREDUCE_ALGO=ring srun --mpi=pmix -N"$n" -n"$t" --ddl "$ddlbench"
+            bench hier env DDL_ALLREDUCE_ALGO=hier srun --mpi=pmix -N"$n" -n"$t" --ddl "$ddlbench"
         fi
         [ -x "$mpibench" ] && bench mpi srun --mpi=pmix -N"$n" -n"$t" "$mpibench"
         i=$((i + 1))
