@@ -120,6 +120,9 @@ ddl_status_t ddl_execute(const ddl_opdesc_t *d)
     case DDL_OPK_BCAST:
         if (comm->size == 1 || d->count == 0)
             return DDL_OK;
+        if (ddl_bcast_select(comm, d->count * ddl_dtype_size(d->dtype)) == DDL_BCAST_CHAIN)
+            return ddl_bcast_chain(comm, d->recvbuf, d->count * ddl_dtype_size(d->dtype),
+                                   d->root);
         return ddl_bcast_binomial(comm, d->recvbuf, d->count * ddl_dtype_size(d->dtype),
                                   d->root);
     case DDL_OPK_BARRIER:

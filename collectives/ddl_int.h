@@ -240,8 +240,8 @@ const char *ddl_algo_name(ddl_algo_t a);
 /* ddl_allreduce_select: the algorithm for this call (override or model);
  * the same on every rank of comm for the same bytes. */
 ddl_algo_t ddl_allreduce_select(const ddl_comm_t *comm, size_t bytes);
-/* ddl_algo_from_env: parse DDL_ALLREDUCE_ALGO, DDL_SEGMENT_BYTES and
- * DDL_RING_WINDOW at init; DDL_ERR_INVALID with the accepted values for
+/* ddl_algo_from_env: parse DDL_ALLREDUCE_ALGO, DDL_BCAST_ALGO,
+ * DDL_SEGMENT_BYTES and DDL_RING_WINDOW at init; DDL_ERR_INVALID with the accepted values for
  * anything else. */
 ddl_status_t ddl_algo_from_env(void);
 /* ddl_select_measure: collective over the world at the end of ddl_init()
@@ -258,6 +258,16 @@ int ddl_comm_multi_node(const ddl_comm_t *comm);
 void *ddl_scratch(size_t bytes);
 void ddl_scratch_free(void);
 ddl_status_t ddl_bcast_binomial(ddl_comm_t *comm, void *buf, size_t bytes, int root);
+ddl_status_t ddl_bcast_chain(ddl_comm_t *comm, void *buf, size_t bytes, int root);
+/* Broadcast algorithms, selectable with DDL_BCAST_ALGO. */
+typedef enum {
+    DDL_BCAST_AUTO = 0,
+    DDL_BCAST_BINOMIAL = 1,
+    DDL_BCAST_CHAIN = 2,
+} ddl_bcast_algo_t;
+/* ddl_bcast_select: the broadcast algorithm for this call (override or
+ * model); the same on every rank of comm for the same bytes. */
+ddl_bcast_algo_t ddl_bcast_select(const ddl_comm_t *comm, size_t bytes);
 ddl_status_t ddl_barrier_dissemination(ddl_comm_t *comm);
 
 /* ---- registered buffers (mem.c) ---- */

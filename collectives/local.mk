@@ -15,6 +15,7 @@ collectives_libddl_la_SOURCES = \
     collectives/allreduce_rabenseifner.c \
     collectives/allreduce_hier.c \
     collectives/bcast_binomial.c \
+    collectives/bcast_chain.c \
     collectives/barrier_dissemination.c
 collectives_libddl_la_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
 collectives_libddl_la_LIBADD = collectives/libddlreduce.la common/libddlcommon.la $(UCX_LIBS) $(PTHREAD_LIBS) -lm

@@ -1,7 +1,8 @@
 /* select.c: choosing the allreduce algorithm per call, and the tuning read
  * from the environment at ddl_init().
  *
- * DDL_ALLREDUCE_ALGO=ring|rd|rabenseifner|hier|auto overrides the choice.
+ * DDL_ALLREDUCE_ALGO=ring|rd|rabenseifner|hier|auto overrides the choice
+ * (and DDL_BCAST_ALGO=binomial|chain|auto the broadcast's, at the end).
  * Otherwise an alpha-beta-gamma model (research/collectives.md) for p ranks
  * and n bytes picks the cheapest:
  *   rd:            log2 p' (a + n b + n g)                      [+ fold]
@@ -37,6 +38,8 @@
 ddl_tune_t ddl_tune = {.seg_bytes = DDL_SEGMENT_BYTES_DEFAULT, .window = 4};
 
 static ddl_algo_t forced = DDL_ALGO_AUTO;
+static ddl_bcast_algo_t bcast_forced = DDL_BCAST_AUTO;
+static ddl_bcast_algo_t bcast_last = DDL_BCAST_AUTO;
 static ddl_algo_t last_choice = DDL_ALGO_AUTO;
 
 /* The model's parameters: microseconds per message and per byte. */
@@ -82,6 +85,18 @@ ddl_status_t ddl_algo_from_env(void)
         return st;
     ddl_tune.seg_bytes = (size_t)seg;
     ddl_tune.window = (int)win;
+    const char *b = getenv("DDL_BCAST_ALGO");
+    bcast_forced = DDL_BCAST_AUTO;
+    bcast_last = DDL_BCAST_AUTO;
+    if (b && *b && strcmp(b, "auto") != 0) {
+        if (!strcmp(b, "binomial"))
+            bcast_forced = DDL_BCAST_BINOMIAL;
+        else if (!strcmp(b, "chain"))
+            bcast_forced = DDL_BCAST_CHAIN;
+        else
+            return ddl_fail(DDL_ERR_INVALID, "DDL_BCAST_ALGO='%s' is not an algorithm (auto, "
+                            "binomial, chain)", b);
+    }
     if (!v || !*v)
         return DDL_OK;
     for (unsigned a = 0; a < sizeof algo_names / sizeof algo_names[0]; a++)
@@ -325,6 +340,30 @@ ddl_algo_t ddl_allreduce_select(const ddl_comm_t *comm, size_t bytes)
         ddl_debug("allreduce of %zu bytes on %d ranks: %s%s", bytes, comm->size,
                   ddl_algo_name(a), why);
         last_choice = a;
+    }
+    return a;
+}
+
+/* Broadcast: binomial tree, ceil(log2 p) (a + n b), against the pipelined
+ * chain, (p - 2 + segments) (a + seg b). */
+ddl_bcast_algo_t ddl_bcast_select(const ddl_comm_t *comm, size_t bytes)
+{
+    ddl_bcast_algo_t a = bcast_forced;
+    if (a == DDL_BCAST_AUTO) {
+        const int inter = comm_spans_nodes(comm);
+        const double al = inter ? model.a_inter : model.a_intra;
+        const double be = inter ? fmax(model.b_inter, model.b_intra) : model.b_intra;
+        const double p = comm->size, n = (double)bytes, seg = (double)ddl_tune.seg_bytes;
+        const double segs = ceil(n / seg), s = n < seg ? n : seg;
+        const double t_tree = ceil(log2(p)) * (al + n * be);
+        const double t_chain = (p - 2 + segs) * (al + s * be);
+        a = t_chain < t_tree ? DDL_BCAST_CHAIN : DDL_BCAST_BINOMIAL;
+    }
+    if (a != bcast_last) {
+        ddl_debug("bcast of %zu bytes on %d ranks: %s%s", bytes, comm->size,
+                  a == DDL_BCAST_CHAIN ? "chain" : "binomial",
+                  bcast_forced ? " (DDL_BCAST_ALGO)" : "");
+        bcast_last = a;
     }
     return a;
 }

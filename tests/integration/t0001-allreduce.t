@@ -4,11 +4,12 @@
 # and u8, in place and not), reduce_scatter, allgather, reduce, bcast,
 # barrier, and split/node/cross communicators, at 0, 1, 2, 7, 1000, 4097 and
 # 1 Mi + 3 elements, for world sizes 1-6 and 8, with each allreduce algorithm
-# (ring, recursive doubling, and the automatic choice); plus one 64 Mi-element
-# f32 sum.  Rabenseifner too, the ring with many pipeline segments, and
-# the two-level (hier) algorithm on nodes emulated by ddlrun --nodes, where
-# the automatic choice is checked as well; and one u8 sum of 2^31 + 5
-# elements (skipped with less than 6 GiB of free memory).
+# (ring, recursive doubling, Rabenseifner, and the automatic choice); the
+# ring and the chain broadcast with many pipeline segments; the two-level
+# (hier) algorithm, forced and chosen, on nodes emulated by ddlrun --nodes;
+# one 64 Mi-element f32 sum (ring and hier) and one u8 sum of 2^31 + 5
+# elements (skipped with less than 6 GiB of free memory); bad tuning
+# variables.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 
 "$COLL_CHECK" >"$T_TMP/out" 2>"$T_TMP/err" --sizes 0,1,7,1000
@@ -38,12 +39,14 @@ for algo in ring rd rabenseifner; do
     done
 done
 # the ring's pipeline with many small segments and each window size
-export DDL_SEGMENT_BYTES=4096
+# (and the pipelined chain broadcast, forced, with as many segments)
+export DDL_SEGMENT_BYTES=4096 DDL_BCAST_ALGO=chain
 for w in 1 3; do
     export DDL_RING_WINDOW=$w
     check ring 5 1 --sizes 7,4097,1048579
 done
-unset DDL_SEGMENT_BYTES DDL_RING_WINDOW
+check rd 3 1 --sizes 0,1,4097,1048579
+unset DDL_SEGMENT_BYTES DDL_RING_WINDOW DDL_BCAST_ALGO
 # the two-level algorithm on emulated nodes (ddlrun --nodes), forced and
 # chosen by the model
 for spec in "4 2" "6 3" "8 2" "8 4"; do
@@ -76,4 +79,11 @@ DDL_ALLREDUCE_ALGO=bogus t_run 30 "$DDLRUN" -n 2 "$COLL_CHECK" --sizes 1
 t_ok $([ $? -ne 0 ]; echo $?) "an unknown DDL_ALLREDUCE_ALGO fails ddl_init"
 t_like "$T_TMP/err" "DDL_ALLREDUCE_ALGO='bogus' is not an algorithm \(auto, ring, rd, rabenseifner, hier\)" \
     "... with a message listing the accepted values"
+DDL_BCAST_ALGO=tree t_run 30 "$DDLRUN" -n 2 "$COLL_CHECK" --sizes 1
+t_ok $([ $? -ne 0 ]; echo $?) "an unknown DDL_BCAST_ALGO fails ddl_init"
+t_like "$T_TMP/err" "DDL_BCAST_ALGO='tree' is not an algorithm \(auto, binomial, chain\)" \
+    "... with a message listing the accepted values"
+DDL_SEGMENT_BYTES=12 t_run 30 "$DDLRUN" -n 2 "$COLL_CHECK" --sizes 1
+t_like "$T_TMP/err" "DDL_SEGMENT_BYTES='12' is not a number in 4096-1073741824" \
+    "DDL_SEGMENT_BYTES below 4096 fails ddl_init, saying the range"
 t_done
