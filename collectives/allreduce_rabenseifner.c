@@ -17,17 +17,6 @@
 
 #include "ddl_int.h"
 
-/* fold_send / fold_recv: the whole buffer to or from a folded partner. */
-static ddl_status_t xfer(ddl_comm_t *comm, int send, int peer, void *buf, size_t bytes,
-                         uint32_t seq)
-{
-    void *req = NULL;
-    ddl_status_t st = send ? ddl_tl_isend(comm, peer, buf, bytes, ddl_tag(comm, seq, comm->rank),
-                                          &req)
-                           : ddl_tl_irecv(comm, buf, bytes, ddl_tag(comm, seq, peer), &req);
-    return st == DDL_OK ? ddl_tl_waitall(comm, &req, 1) : st;
-}
-
 ddl_status_t ddl_allreduce_rabenseifner(ddl_comm_t *comm, void *buf, size_t count,
                                         ddl_dtype_t dtype, ddl_op_t op)
 {
@@ -36,10 +25,7 @@ ddl_status_t ddl_allreduce_rabenseifner(ddl_comm_t *comm, void *buf, size_t coun
     const uint32_t seq = comm->seq++;
     char *data = buf;
     ddl_status_t st = DDL_OK;
-    int p2 = 1;
-    while (p2 * 2 <= n)
-        p2 *= 2;
-    const int rem = n - p2;
+    const int p2 = ddl_pow2_below(n), rem = n - p2;
     /* the most this rank receives: a folded partner's whole buffer, or half
      * of the blocks, rounded up */
     const size_t tmp_bytes = ((r < 2 * rem ? count : count / 2) + (size_t)p2) * es;
@@ -47,25 +33,13 @@ ddl_status_t ddl_allreduce_rabenseifner(ddl_comm_t *comm, void *buf, size_t coun
     if (!tmp)
         return ddl_fail(DDL_ERR_NOMEM, "allreduce: cannot allocate %zu bytes", tmp_bytes);
 
-    int v = -1; /* virtual rank among the p2 participants */
-    if (r < 2 * rem) {
-        if (r % 2 == 0) {
-            st = xfer(comm, 1, r + 1, data, count * es, seq);
-        } else {
-            st = xfer(comm, 0, r - 1, tmp, count * es, seq);
-            if (st == DDL_OK)
-                ddl_reduce_ordered(data, tmp, count, dtype, op, 1);
-            v = r / 2;
-        }
-    } else {
-        v = r - rem;
-    }
-
-    if (v >= 0) {
+    int v; /* virtual rank among the p2 participants, -1 if folded out */
+    st = ddl_fold_in(comm, seq, data, tmp, count, dtype, op, &v);
+    if (st == DDL_OK && v >= 0) {
         /* [lo, hi): the blocks this rank is responsible for */
         int lo = 0, hi = p2;
         for (int d = p2 / 2; d >= 1 && st == DDL_OK; d /= 2) {
-            const int vp = v ^ d, peer = vp < rem ? vp * 2 + 1 : vp + rem, mid = lo + (hi - lo) / 2;
+            const int vp = v ^ d, peer = ddl_fold_peer(vp, rem), mid = lo + (hi - lo) / 2;
             const int keep_lo = (v & d) ? mid : lo, keep_hi = (v & d) ? hi : mid;
             const int give_lo = (v & d) ? lo : mid, give_hi = (v & d) ? mid : hi;
             size_t ko = ddl_block_off(count, p2, keep_lo), kn = ddl_block_off(count, p2, keep_hi) - ko;
@@ -82,7 +56,7 @@ ddl_status_t ddl_allreduce_rabenseifner(ddl_comm_t *comm, void *buf, size_t coun
         }
         /* allgather: double the range back, distance 1 first */
         for (int d = 1; d < p2 && st == DDL_OK; d *= 2) {
-            const int vp = v ^ d, peer = vp < rem ? vp * 2 + 1 : vp + rem;
+            const int vp = v ^ d, peer = ddl_fold_peer(vp, rem);
             const int span = hi - lo, plo = (v & d) ? lo - span : hi, phi = plo + span;
             size_t mo = ddl_block_off(count, p2, lo), mn = ddl_block_off(count, p2, hi) - mo;
             size_t po = ddl_block_off(count, p2, plo), pn = ddl_block_off(count, p2, phi) - po;
@@ -94,7 +68,5 @@ ddl_status_t ddl_allreduce_rabenseifner(ddl_comm_t *comm, void *buf, size_t coun
     }
 
     /* hand the result back to the folded ranks */
-    if (st == DDL_OK && r < 2 * rem)
-        st = xfer(comm, r % 2, r % 2 ? r - 1 : r + 1, data, count * es, seq);
-    return st;
+    return st == DDL_OK ? ddl_fold_out(comm, seq, data, count * es) : st;
 }

@@ -11,50 +11,71 @@
  */
 #include "config.h"
 
-#include <string.h>
-
 #include "ddl_int.h"
+
+/* xfer: the whole buffer to (send) or from a folded partner, waited for. */
+static ddl_status_t xfer(ddl_comm_t *comm, int send, int peer, void *buf, size_t bytes,
+                         uint32_t seq)
+{
+    void *req = NULL;
+    ddl_status_t st = send ? ddl_tl_isend(comm, peer, buf, bytes, ddl_tag(comm, seq, comm->rank),
+                                          &req)
+                           : ddl_tl_irecv(comm, buf, bytes, ddl_tag(comm, seq, peer), &req);
+    return st == DDL_OK ? ddl_tl_waitall(comm, &req, 1) : st;
+}
+
+int ddl_pow2_below(int n)
+{
+    int p2 = 1;
+    while (p2 * 2 <= n)
+        p2 *= 2;
+    return p2;
+}
+
+ddl_status_t ddl_fold_in(ddl_comm_t *comm, uint32_t seq, void *buf, void *tmp, size_t count,
+                         ddl_dtype_t dtype, ddl_op_t op, int *v)
+{
+    const int r = comm->rank, rem = comm->size - ddl_pow2_below(comm->size);
+    const size_t bytes = count * ddl_dtype_size(dtype);
+    ddl_status_t st = DDL_OK;
+    *v = r - rem;
+    if (r < 2 * rem) {
+        *v = r % 2 ? r / 2 : -1;
+        st = xfer(comm, r % 2 == 0, r % 2 ? r - 1 : r + 1, r % 2 ? tmp : buf, bytes, seq);
+        if (st == DDL_OK && r % 2)
+            ddl_reduce_ordered(buf, tmp, count, dtype, op, 1);
+    }
+    return st;
+}
+
+ddl_status_t ddl_fold_out(ddl_comm_t *comm, uint32_t seq, void *buf, size_t bytes)
+{
+    const int r = comm->rank, rem = comm->size - ddl_pow2_below(comm->size);
+    if (r >= 2 * rem)
+        return DDL_OK;
+    return xfer(comm, r % 2, r % 2 ? r - 1 : r + 1, buf, bytes, seq);
+}
+
+int ddl_fold_peer(int v, int rem)
+{
+    return v < rem ? v * 2 + 1 : v + rem;
+}
 
 ddl_status_t ddl_allreduce_rd(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype,
                               ddl_op_t op)
 {
-    const int n = comm->size, r = comm->rank;
+    const int n = comm->size, p2 = ddl_pow2_below(n), rem = n - p2;
     const size_t bytes = count * ddl_dtype_size(dtype);
     const uint32_t seq = comm->seq++;
-    ddl_status_t st = DDL_OK;
-    void *req = NULL;
-    int p2 = 1;
-    while (p2 * 2 <= n)
-        p2 *= 2;
-    const int rem = n - p2;
     void *tmp = ddl_scratch(bytes);
     if (!tmp)
         return ddl_fail(DDL_ERR_NOMEM, "allreduce: cannot allocate %zu bytes", bytes);
 
-    /* fold the extra ranks in: even r < 2*rem gives its data to r+1 */
     int vr; /* rank among the p2 participants, -1 if folded out */
-    if (r < 2 * rem) {
-        if (r % 2 == 0) {
-            st = ddl_tl_isend(comm, r + 1, buf, bytes, ddl_tag(comm, seq, r), &req);
-            if (st == DDL_OK)
-                st = ddl_tl_waitall(comm, &req, 1);
-            vr = -1;
-        } else {
-            st = ddl_tl_irecv(comm, tmp, bytes, ddl_tag(comm, seq, r - 1), &req);
-            if (st == DDL_OK)
-                st = ddl_tl_waitall(comm, &req, 1);
-            if (st == DDL_OK)
-                ddl_reduce_ordered(buf, tmp, count, dtype, op, 1);
-            vr = r / 2;
-        }
-    } else {
-        vr = r - rem;
-    }
-
-    if (vr >= 0) {
+    ddl_status_t st = ddl_fold_in(comm, seq, buf, tmp, count, dtype, op, &vr);
+    if (st == DDL_OK && vr >= 0) {
         for (int mask = 1; mask < p2 && st == DDL_OK; mask <<= 1) {
-            int vpeer = vr ^ mask;
-            int peer = vpeer < rem ? vpeer * 2 + 1 : vpeer + rem;
+            int vpeer = vr ^ mask, peer = ddl_fold_peer(vpeer, rem);
             st = ddl_tl_sendrecv(comm, seq, peer, buf, bytes, peer, tmp, bytes);
             if (st == DDL_OK)
                 ddl_reduce_ordered(buf, tmp, count, dtype, op, vpeer < vr);
@@ -62,15 +83,5 @@ ddl_status_t ddl_allreduce_rd(ddl_comm_t *comm, void *buf, size_t count, ddl_dty
         if (st == DDL_OK && op == DDL_AVG)
             ddl_scale_local(buf, count, dtype, n);
     }
-
-    /* hand the result back to the folded ranks */
-    if (st == DDL_OK && r < 2 * rem) {
-        if (r % 2 == 1)
-            st = ddl_tl_isend(comm, r - 1, buf, bytes, ddl_tag(comm, seq, r), &req);
-        else
-            st = ddl_tl_irecv(comm, buf, bytes, ddl_tag(comm, seq, r + 1), &req);
-        if (st == DDL_OK)
-            st = ddl_tl_waitall(comm, &req, 1);
-    }
-    return st;
+    return st == DDL_OK ? ddl_fold_out(comm, seq, buf, bytes) : st;
 }

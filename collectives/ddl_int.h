@@ -218,6 +218,18 @@ ddl_status_t ddl_allgather_ring(ddl_comm_t *comm, const void *sendbuf, void *rec
 ddl_status_t ddl_reduce_ring(ddl_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                              ddl_dtype_t dtype, ddl_op_t op, int root);
 
+/* Folding a world that is not a power of two (allreduce_rd.c), shared by
+ * recursive doubling and Rabenseifner: ddl_pow2_below(n) is the largest
+ * power of two p' <= n; of the first 2(n - p') ranks each even one hands
+ * its buffer to the odd one above (ddl_fold_in, which sets *v to the
+ * rank's place among the p' participants, or -1 for a rank folded out) and
+ * gets the result back at the end (ddl_fold_out); ddl_fold_peer maps a
+ * participant back to its comm rank. */
+int ddl_pow2_below(int n);
+ddl_status_t ddl_fold_in(ddl_comm_t *comm, uint32_t seq, void *buf, void *tmp, size_t count,
+                         ddl_dtype_t dtype, ddl_op_t op, int *v);
+ddl_status_t ddl_fold_out(ddl_comm_t *comm, uint32_t seq, void *buf, size_t bytes);
+int ddl_fold_peer(int v, int rem);
 ddl_status_t ddl_allreduce_rabenseifner(ddl_comm_t *comm, void *buf, size_t count,
                                         ddl_dtype_t dtype, ddl_op_t op);
 /* ddl_allreduce_hier: the two-level multi-ring on the world communicator:
