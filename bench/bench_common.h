@@ -29,13 +29,15 @@ typedef struct {
     const char *algo;  /* -a: passed to the library as DDL_ALLREDUCE_ALGO */
     int check;         /* -c */
     int iters, warmup; /* -n, -w */
+    const char *mem;   /* -m: host (malloc) | mapped (ddl_mem_alloc, ddl-bench only) */
 } bench_opts_t;
 
 static const char bench_usage[] =
     "usage: %s allreduce|bcast [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-t f32|f64|i32|i64]\n"
     "       [-o sum|prod|min|max|avg] [-a ALGO] [-c 0|1] [-n ITERS] [-w WARMUP]\n"
+    "       [-m host|mapped]\n"
     "sizes take K, M, G suffixes (powers of 2); defaults: -b 8 -e 64M -f 2 -t f32 -o sum\n"
-    "-c 1 -n 20 -w 5\n";
+    "-c 1 -n 20 -w 5 -m host; -m mapped (ddl-bench only): buffers from ddl_mem_alloc()\n";
 
 /* bench_parse_size: "64M" -> 67108864; 0 on error. */
 static size_t bench_parse_size(const char *s)
@@ -68,7 +70,7 @@ static int bench_type_size(const char *t)
 /* bench_parse: 0 on success; prints the problem and returns 2 otherwise. */
 static int bench_parse(int argc, char **argv, bench_opts_t *o)
 {
-    *o = (bench_opts_t){"", 8, 64u << 20, 2.0, "f32", "sum", NULL, 1, 20, 5};
+    *o = (bench_opts_t){"", 8, 64u << 20, 2.0, "f32", "sum", NULL, 1, 20, 5, "host"};
     if (argc < 2 || (strcmp(argv[1], "allreduce") && strcmp(argv[1], "bcast"))) {
         fprintf(stderr, bench_usage, argv[0]);
         return 2;
@@ -91,11 +93,16 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o)
         case 'c': o->check = atoi(v); break;
         case 'n': o->iters = atoi(v); break;
         case 'w': o->warmup = atoi(v); break;
+        case 'm': o->mem = v; break;
         default:
             fprintf(stderr, "%s: unknown option '%s'\n", argv[0], argv[i]);
             return 2;
         }
         i++;
+    }
+    if (strcmp(o->mem, "host") && strcmp(o->mem, "mapped")) {
+        fprintf(stderr, "%s: -m: '%s' is not a memory kind (host, mapped)\n", argv[0], o->mem);
+        return 2;
     }
     if (!bench_type_size(o->type) || o->factor < 1.0001 || o->iters < 1 || o->warmup < 0 ||
         o->max_bytes < o->min_bytes || (strcmp(o->op, "sum") && strcmp(o->op, "prod") &&

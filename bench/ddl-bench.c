@@ -4,7 +4,8 @@
  *
  * For each size: warm-up iterations, then timed ones; the slowest rank's
  * average time is reported with algbw/busbw (see bench_common.h).  -a sets
- * DDL_ALLREDUCE_ALGO before ddl_init.  The same table comes from
+ * DDL_ALLREDUCE_ALGO before ddl_init; -m mapped takes the buffers from
+ * ddl_mem_alloc() (ranks of a node read each other's directly).  The same table comes from
  * mpi-bench (Open MPI) for side-by-side comparisons.  Exit status 1 if any
  * result was wrong (with -c 1).
  */
@@ -50,7 +51,17 @@ int main(int argc, char **argv)
     ddl_dtype_t dt = dtype_of(o.type);
     ddl_op_t op = op_of(o.op);
     int is_bcast = !strcmp(o.coll, "bcast"), failed = 0;
-    char *src = malloc(o.max_bytes + es), *dst = malloc(o.max_bytes + es);
+    const int mapped = !strcmp(o.mem, "mapped");
+    char *src = NULL, *dst = NULL;
+    ddl_mem_t *msrc = NULL, *mdst = NULL;
+    if (mapped) {
+        if ((st = ddl_mem_alloc(o.max_bytes + es, (void **)&src, &msrc)) != DDL_OK ||
+            (st = ddl_mem_alloc(o.max_bytes + es, (void **)&dst, &mdst)) != DDL_OK)
+            die("ddl_mem_alloc", st);
+    } else {
+        src = malloc(o.max_bytes + es);
+        dst = malloc(o.max_bytes + es);
+    }
     if (!src || !dst) {
         fprintf(stderr, "ddl-bench: cannot allocate 2 x %zu bytes\n", o.max_bytes);
         return 1;
@@ -58,7 +69,8 @@ int main(int argc, char **argv)
     memset(dst, 0, o.max_bytes + es);
     const char *algo = getenv("DDL_ALLREDUCE_ALGO");
     char algo_text[64];
-    snprintf(algo_text, sizeof algo_text, "algo %s", algo && *algo ? algo : "auto");
+    snprintf(algo_text, sizeof algo_text, "algo %s, memory %s", algo && *algo ? algo : "auto",
+             o.mem);
     if (rank == 0)
         bench_header("ddl-bench", &o, n, algo_text);
     for (size_t bytes = o.min_bytes / es * es; bytes <= o.max_bytes;
@@ -99,8 +111,13 @@ int main(int argc, char **argv)
         if (bytes == 0 && o.max_bytes == 0)
             break;
     }
-    free(src);
-    free(dst);
+    if (mapped) {
+        if ((st = ddl_mem_free(msrc)) != DDL_OK || (st = ddl_mem_free(mdst)) != DDL_OK)
+            die("ddl_mem_free", st);
+    } else {
+        free(src);
+        free(dst);
+    }
     if ((st = ddl_finalize()) != DDL_OK)
         die("ddl_finalize", st);
     return failed; /* wrong results make the benchmark fail */

@@ -36,6 +36,11 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return rc;
     }
+    if (strcmp(o.mem, "host")) {
+        fprintf(stderr, "mpi-bench: -m %s: only host memory is measured here\n", o.mem);
+        MPI_Finalize();
+        return 2;
+    }
     if (!strcmp(o.op, "avg")) {
         fprintf(stderr, "mpi-bench: MPI has no avg reduction\n");
         MPI_Finalize();

@@ -6,7 +6,9 @@
 #
 # For each rank count: ddl-bench and mpi-bench (allreduce, f32 sum, 8 B to
 # 64 MiB, checked), alternately, R times (default 3), printed as one table
-# of median times and bus bandwidths side by side (bench/sidebyside.awk);
+# of median times and bus bandwidths side by side (bench/sidebyside.awk),
+# and a second table for ddl-bench -m mapped (buffers from ddl_mem_alloc,
+# read in place by the node's ranks) against the same Open MPI runs;
 # then ucx_perftest tag latency (8 B) and bandwidth (16 MiB) between
 # two processes over the same path (loopback shared memory; UCX_TLS is
 # honoured by all three).  Open MPI runs with --oversubscribe (and
@@ -38,6 +40,8 @@ for n in "$@"; do
     while [ $i -lt "$repeat" ]; do
         "$ddlrun" -n "$n" "$ddlbench" allreduce -b 8 -e 512K -f 8 -n 200 -w 20 -c 1 | rows ddl >>"$tmp/rows"
         "$ddlrun" -n "$n" "$ddlbench" allreduce -b 1M -e 64M -f 4 -n 20 -w 3 -c 1 | rows ddl >>"$tmp/rows"
+        "$ddlrun" -n "$n" "$ddlbench" allreduce -b 8 -e 512K -f 8 -n 200 -w 20 -c 1 -m mapped | rows mapped >>"$tmp/rows"
+        "$ddlrun" -n "$n" "$ddlbench" allreduce -b 1M -e 64M -f 4 -n 20 -w 3 -c 1 -m mapped | rows mapped >>"$tmp/rows"
         if [ -x "$mpibench" ]; then
             # shellcheck disable=SC2086
             mpirun $root --oversubscribe -n "$n" "$mpibench" allreduce -b 8 -e 512K -f 8 -n 200 -w 20 -c 1 | rows mpi >>"$tmp/rows"
@@ -48,6 +52,8 @@ for n in "$@"; do
     done
     [ -x "$mpibench" ] || echo "# mpi-bench not built (install libopenmpi-dev and re-run configure)"
     awk -v ranks="$n" -f "$top/bench/sidebyside.awk" "$tmp/rows"
+    echo "### the same Open MPI runs against ddl-bench -m mapped (ddl_mem_alloc buffers)"
+    awk -v ranks="$n" -v left=mapped -f "$top/bench/sidebyside.awk" "$tmp/rows"
 done
 echo "## ucx_perftest, 2 processes"
 port=$((20000 + $$ % 20000))

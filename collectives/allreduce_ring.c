@@ -20,6 +20,16 @@
  * forwards each segment when it lands.  Sends and receives between two
  * neighbours are posted in unit order, and UCX matches messages of one
  * endpoint and tag in order, so one tag per collective suffices.
+ *
+ * Mapped neighbours: when the ranks of a node have allocated their buffers
+ * with ddl_mem_alloc(), a rank whose right neighbour is on its node and
+ * whose buffer lies in such an allocation tells it so once per phase (a
+ * 16-byte handshake), then sends only an 8-byte notice per segment; the
+ * neighbour reduces (or, in the allgather, copies) the segment straight
+ * from the mapped buffer, in the same order as from a received copy, so
+ * the bits do not change.  At the end of the phase the reader tells the
+ * owner it has finished reading, so that the owner never returns (and its
+ * caller never rewrites the buffer) while a neighbour still reads it.
  */
 #include "config.h"
 
@@ -27,6 +37,7 @@
 #include <string.h>
 
 #include "ddl_int.h"
+#include "log.h"
 
 /* A block layout: block b covers elements [off(b), off(b+1)). */
 typedef struct {
@@ -88,6 +99,120 @@ static ddl_status_t send_seg(ddl_comm_t *comm, uint32_t seq, const segs_t *s, ch
                         ddl_tag(comm, seq, comm->rank), req);
 }
 
+/* Tags besides the segments' own: the handshake of a phase and the reader's
+ * "finished" (24-bit sequence space; the reduce's gather uses +0x800000). */
+#define TAG_HELLO 0x400000u
+#define TAG_DONE 0xc00000u
+/* Below this many bytes per phase the handshake is not worth a message. */
+#define MAPPED_MIN_BYTES 32768
+
+/* How segments cross this rank's two ring links in one phase. */
+typedef struct {
+    const char *left_view; /* non-NULL: read the left neighbour's data here */
+    int notify_right;      /* the right neighbour reads ours: send notices */
+    void *done_req;        /* notify_right: its "finished reading" */
+    uint64_t done_buf, hello[2];
+} links_t;
+
+static const uint64_t notice_word = 0; /* what a notice carries: nothing */
+
+static int same_node(const ddl_comm_t *comm, int a)
+{
+    int wa = comm->world_ranks ? comm->world_ranks[a] : a;
+    return ddl_ctx.node_of[wa] == ddl_ctx.node_of[ddl_ctx.rank];
+}
+
+/* links_open: agree with both neighbours how this phase's segments cross
+ * (only when mapped allocations exist, the same on every rank).  data is
+ * this rank's buffer of bytes bytes, at the same offsets as everyone's. */
+static ddl_status_t links_open(ddl_comm_t *comm, uint32_t seq, char *data, size_t bytes,
+                               links_t *lk)
+{
+    const int n = comm->size, r = comm->rank, left = mod(r - 1, n), right = (r + 1) % n;
+    memset(lk, 0, sizeof *lk);
+    if (ddl_mem_mapped_count() == 0 || bytes < MAPPED_MIN_BYTES)
+        return DDL_OK;
+    void *reqs[2] = {NULL, NULL};
+    ddl_status_t st = DDL_OK;
+    uint64_t in[2] = {0, 0};
+    if (same_node(comm, left))
+        st = ddl_tl_irecv(comm, in, sizeof in, ddl_tag(comm, seq + TAG_HELLO, left), &reqs[0]);
+    if (st == DDL_OK && same_node(comm, right)) {
+        uint32_t serial = 0;
+        uint64_t off = 0;
+        if (ddl_mem_mapped_at(data, bytes, &serial, &off)) {
+            lk->notify_right = 1;
+            st = ddl_tl_irecv(comm, &lk->done_buf, sizeof lk->done_buf,
+                              ddl_tag(comm, seq + TAG_DONE, right), &lk->done_req);
+        }
+        lk->hello[0] = serial;
+        lk->hello[1] = off;
+        if (st == DDL_OK)
+            st = ddl_tl_isend(comm, right, lk->hello, sizeof lk->hello,
+                              ddl_tag(comm, seq + TAG_HELLO, r), &reqs[1]);
+    }
+    if (st == DDL_OK)
+        st = ddl_tl_waitall(comm, reqs, 2);
+    else
+        ddl_tl_abandon(reqs, 2);
+    if (st == DDL_OK && in[0]) {
+        int wl = comm->world_ranks ? comm->world_ranks[left] : left;
+        lk->left_view = ddl_mem_peer_view((uint32_t)in[0], wl, in[1]);
+        if (!lk->left_view)
+            st = ddl_fail(DDL_ERR_TRANSPORT, "rank %d's buffer (allocation #%u) is not "
+                          "mapped here", wl, (unsigned)in[0]);
+        else
+            ddl_debug("ring: %zu bytes: reading rank %d's buffer in place (allocation #%u)",
+                      bytes, wl, (unsigned)in[0]);
+    }
+    if (st != DDL_OK)
+        ddl_tl_abandon(&lk->done_req, 1);
+    return st;
+}
+
+/* links_close: at the end of a phase that went well, tell the left
+ * neighbour we have finished reading its buffer and wait until the right
+ * one has finished reading ours; after a failure, just stop waiting. */
+static ddl_status_t links_close(ddl_comm_t *comm, uint32_t seq, links_t *lk, ddl_status_t st)
+{
+    void *reqs[2] = {lk->done_req, NULL};
+    lk->done_req = NULL;
+    if (st == DDL_OK && lk->left_view)
+        st = ddl_tl_isend(comm, mod(comm->rank - 1, comm->size), &notice_word,
+                          sizeof notice_word, ddl_tag(comm, seq + TAG_DONE, comm->rank),
+                          &reqs[1]);
+    if (st == DDL_OK)
+        return ddl_tl_waitall(comm, reqs, 2);
+    ddl_tl_abandon(reqs, 2);
+    return st;
+}
+
+/* forward: hand segment j of block b to the right neighbour: the data, or
+ * a notice that it is ready to be read from our buffer. */
+static ddl_status_t forward(ddl_comm_t *comm, uint32_t seq, const links_t *lk, const segs_t *s,
+                            char *data, size_t es, int b, int j, void **req)
+{
+    if (!lk->notify_right)
+        return send_seg(comm, seq, s, data, es, b, j, req);
+    return ddl_tl_isend(comm, (comm->rank + 1) % comm->size, &notice_word, sizeof notice_word,
+                        ddl_tag(comm, seq, comm->rank), req);
+}
+
+/* post_unit: post the reduce-scatter's receive of unit u into its slot of
+ * the window: the segment into tmp, or its notice into notes. */
+static ddl_status_t post_unit(ddl_comm_t *comm, uint32_t seq, const links_t *lk,
+                              const segs_t *s, char *tmp, uint64_t *notes, void **req, int u,
+                              size_t es)
+{
+    const int n = comm->size, left = mod(comm->rank - 1, n), slot = u % ddl_tune.window;
+    const uint64_t tag = ddl_tag(comm, seq, left);
+    if (lk->left_view)
+        return ddl_tl_irecv(comm, &notes[slot], sizeof notes[0], tag, req);
+    size_t len;
+    seg_at(s, mod(comm->rank - u / s->nseg - 2, n), u % s->nseg, &len);
+    return ddl_tl_irecv(comm, tmp + (size_t)slot * s->seg * es, len * es, tag, req);
+}
+
 /* ring_reduce_scatter: data holds every block; afterwards block r (of this
  * rank r) holds the reduction over all ranks.  tmp holds
  * ddl_ring_scratch_bytes() bytes. */
@@ -95,42 +220,41 @@ static ddl_status_t ring_reduce_scatter(ddl_comm_t *comm, uint32_t seq, char *da
                                         const layout_t *l, ddl_dtype_t dtype, ddl_op_t op,
                                         char *tmp)
 {
-    const int n = comm->size, r = comm->rank, left = mod(r - 1, n);
+    const int n = comm->size, r = comm->rank;
     const size_t es = ddl_dtype_size(dtype);
     const segs_t s = segs_of(l, es);
     const int total = (n - 1) * s.nseg, w = ddl_tune.window;
     const size_t slot_bytes = s.seg * es;
     void *rreq[DDL_RING_WINDOW_MAX] = {NULL};
+    uint64_t notes[DDL_RING_WINDOW_MAX];
+    links_t lk;
+    ddl_status_t st = links_open(comm, seq, data, off(l, n) * es, &lk);
+    if (st != DDL_OK)
+        return st;
     void **sreq = calloc((size_t)total, sizeof *sreq);
-    ddl_status_t st = DDL_OK;
     if (!sreq)
-        return ddl_fail(DDL_ERR_NOMEM, "reduce-scatter: out of memory for %d requests", total);
+        return links_close(comm, seq, &lk,
+                           ddl_fail(DDL_ERR_NOMEM, "reduce-scatter: out of memory for %d "
+                                    "requests", total));
 
     /* unit u = step u / nseg, segment u % nseg; step k receives block
      * r-k-2, reduces it and sends it on at step k+1 */
-    for (int u = 0; u < total && u < w && st == DDL_OK; u++) {
-        size_t len;
-        seg_at(&s, mod(r - u / s.nseg - 2, n), u % s.nseg, &len);
-        st = ddl_tl_irecv(comm, tmp + (size_t)u * slot_bytes, len * es,
-                          ddl_tag(comm, seq, left), &rreq[u]);
-    }
+    for (int u = 0; u < total && u < w && st == DDL_OK; u++)
+        st = post_unit(comm, seq, &lk, &s, tmp, notes, &rreq[u % w], u, es);
     for (int j = 0; j < s.nseg && st == DDL_OK; j++)
-        st = send_seg(comm, seq, &s, data, es, mod(r - 1, n), j, &sreq[j]);
+        st = forward(comm, seq, &lk, &s, data, es, mod(r - 1, n), j, &sreq[j]);
     for (int u = 0; u < total && st == DDL_OK; u++) {
         const int k = u / s.nseg, j = u % s.nseg, slot = u % w, b = mod(r - k - 2, n);
         size_t len, o = seg_at(&s, b, j, &len);
         st = ddl_tl_waitall(comm, &rreq[slot], 1);
         if (st != DDL_OK)
             break;
-        ddl_reduce_local(data + o * es, tmp + (size_t)slot * slot_bytes, len, dtype, op);
+        const char *in = lk.left_view ? lk.left_view + o * es : tmp + (size_t)slot * slot_bytes;
+        ddl_reduce_local(data + o * es, in, len, dtype, op);
         if (k < n - 2)
-            st = send_seg(comm, seq, &s, data, es, b, j, &sreq[u + s.nseg]);
-        if (st == DDL_OK && u + w < total) {
-            size_t nlen;
-            seg_at(&s, mod(r - (u + w) / s.nseg - 2, n), (u + w) % s.nseg, &nlen);
-            st = ddl_tl_irecv(comm, tmp + (size_t)slot * slot_bytes, nlen * es,
-                              ddl_tag(comm, seq, left), &rreq[slot]);
-        }
+            st = forward(comm, seq, &lk, &s, data, es, b, j, &sreq[u + s.nseg]);
+        if (st == DDL_OK && u + w < total)
+            st = post_unit(comm, seq, &lk, &s, tmp, notes, &rreq[slot], u + w, es);
     }
     if (st == DDL_OK)
         st = ddl_tl_waitall(comm, sreq, total);
@@ -139,7 +263,7 @@ static ddl_status_t ring_reduce_scatter(ddl_comm_t *comm, uint32_t seq, char *da
         ddl_tl_abandon(sreq, total);
     }
     free(sreq);
-    return st;
+    return links_close(comm, seq, &lk, st);
 }
 
 /* ring_allgather: block r of data is final on rank r; afterwards every
@@ -150,29 +274,47 @@ static ddl_status_t ring_allgather(ddl_comm_t *comm, uint32_t seq, char *data, c
 {
     const int n = comm->size, r = comm->rank, left = mod(r - 1, n);
     const segs_t s = segs_of(l, es);
-    const int total = (n - 1) * s.nseg;
+    const int total = (n - 1) * s.nseg, w = ddl_tune.window;
+    uint64_t notes[DDL_RING_WINDOW_MAX];
+    links_t lk;
+    ddl_status_t st = links_open(comm, seq, data, off(l, n) * es, &lk);
+    if (st != DDL_OK)
+        return st;
     void **reqs = calloc(2 * (size_t)total, sizeof *reqs), **rreq = reqs, **sreq = reqs + total;
-    ddl_status_t st = DDL_OK;
     if (!reqs)
-        return ddl_fail(DDL_ERR_NOMEM, "allgather: out of memory for %d requests", total);
-    for (int u = 0; u < total && st == DDL_OK; u++) {
+        return links_close(comm, seq, &lk,
+                           ddl_fail(DDL_ERR_NOMEM, "allgather: out of memory for %d requests",
+                                    total));
+    /* segments are received in place, all posted at once; notices (when
+     * reading the left neighbour's buffer) into a window of slots */
+    for (int u = 0; u < total && st == DDL_OK && (!lk.left_view || u < w); u++) {
         size_t len, o = seg_at(&s, mod(r - u / s.nseg - 1, n), u % s.nseg, &len);
-        st = ddl_tl_irecv(comm, data + o * es, len * es, ddl_tag(comm, seq, left), &rreq[u]);
+        st = lk.left_view ? ddl_tl_irecv(comm, &notes[u % w], sizeof notes[0],
+                                         ddl_tag(comm, seq, left), &rreq[u])
+                          : ddl_tl_irecv(comm, data + o * es, len * es,
+                                         ddl_tag(comm, seq, left), &rreq[u]);
     }
     for (int j = 0; j < s.nseg && st == DDL_OK; j++)
-        st = send_seg(comm, seq, &s, data, es, r, j, &sreq[j]);
+        st = forward(comm, seq, &lk, &s, data, es, r, j, &sreq[j]);
     for (int u = 0; u < total && st == DDL_OK; u++) {
+        const int b = mod(r - u / s.nseg - 1, n);
         st = ddl_tl_waitall(comm, &rreq[u], 1);
+        if (st == DDL_OK && lk.left_view) {
+            size_t len, o = seg_at(&s, b, u % s.nseg, &len);
+            memcpy(data + o * es, lk.left_view + o * es, len * es);
+            if (u + w < total)
+                st = ddl_tl_irecv(comm, &notes[u % w], sizeof notes[0],
+                                  ddl_tag(comm, seq, left), &rreq[u + w]);
+        }
         if (st == DDL_OK && u / s.nseg < n - 2)
-            st = send_seg(comm, seq, &s, data, es, mod(r - u / s.nseg - 1, n), u % s.nseg,
-                          &sreq[u + s.nseg]);
+            st = forward(comm, seq, &lk, &s, data, es, b, u % s.nseg, &sreq[u + s.nseg]);
     }
     if (st == DDL_OK)
         st = ddl_tl_waitall(comm, sreq, total);
     else
         ddl_tl_abandon(reqs, 2 * total);
     free(reqs);
-    return st;
+    return links_close(comm, seq, &lk, st);
 }
 
 size_t ddl_ring_scratch_bytes(size_t es)

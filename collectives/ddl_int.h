@@ -108,6 +108,17 @@ ddl_status_t ddl_tl_init(void **addr, size_t *addr_len);
 void ddl_tl_release_address(void *addr);
 void ddl_tl_fini(void);
 
+/* Memory other ranks of the node can map (ddl_mem_alloc): ddl_tl_mem_alloc
+ * allocates len bytes through UCX (*memh is a ucp_mem_h for ucp_mem_unmap);
+ * ddl_tl_rkey_pack copies memh's packed key into buf (cap bytes) and returns
+ * its length, 0 if it fails or does not fit; ddl_tl_map_peer unpacks a
+ * world peer's key and returns where its address raddr is mapped here, or
+ * NULL if UCX cannot map it (*rkh to release with ddl_tl_unmap_peer). */
+ddl_status_t ddl_tl_mem_alloc(size_t len, void **addr, void **memh);
+size_t ddl_tl_rkey_pack(void *memh, void *buf, size_t cap);
+void *ddl_tl_map_peer(int world_peer, const void *rkey, uint64_t raddr, void **rkh);
+void ddl_tl_unmap_peer(void *rkh);
+
 /* A tag names the communicator, the collective's sequence number and the
  * sending comm rank, so that concurrent collectives never match each other. */
 static inline uint64_t ddl_tag(const ddl_comm_t *comm, uint32_t seq, int src)
@@ -286,6 +297,16 @@ ddl_status_t ddl_barrier_dissemination(ddl_comm_t *comm);
 /* ddl_mem_lookup: the UCX memory handle of a registration that contains
  * buf[0, len), or NULL.  Thread-safe. */
 void *ddl_mem_lookup(const void *buf, size_t len);
+/* Mapped allocations (ddl_mem_alloc): ddl_mem_mapped_count is how many
+ * exist that every rank's node peers have mapped (the same number on every
+ * rank, since allocation is collective).  ddl_mem_mapped_at: 1 if
+ * buf[0, len) lies in one, with its serial number (the same on every rank)
+ * and buf's offset in it.  ddl_mem_peer_view: where world rank peer's
+ * allocation serial, from offset off, is mapped in this process, or NULL.
+ * Thread-safe. */
+int ddl_mem_mapped_count(void);
+int ddl_mem_mapped_at(const void *buf, size_t len, uint32_t *serial, uint64_t *off);
+const char *ddl_mem_peer_view(uint32_t serial, int peer, uint64_t off);
 /* ddl_mem_release_all: unmap every registration left (ddl_finalize). */
 void ddl_mem_release_all(void);
 

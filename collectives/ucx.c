@@ -49,7 +49,9 @@ ddl_status_t ddl_tl_init(void **addr, size_t *addr_len)
                         "variables)", ucs_status_string(st));
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS,
-        .features = UCP_FEATURE_TAG,
+        /* RMA: memory keys, so that ranks of a node can map each other's
+         * ddl_mem_alloc() buffers (ucp_rkey_ptr); no transfer uses it */
+        .features = UCP_FEATURE_TAG | UCP_FEATURE_RMA,
         .estimated_num_eps = (size_t)ddl_ctx.size,
     };
     st = ucp_init(&params, cfg, &ddl_ctx.ucp);
@@ -106,6 +108,68 @@ static ucp_ep_h get_ep(int world_peer, ddl_status_t *st)
         return NULL;
     }
     return ddl_ctx.eps[world_peer];
+}
+
+ddl_status_t ddl_tl_mem_alloc(size_t len, void **addr, void **memh)
+{
+    ucp_mem_map_params_t p = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                      UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+        .address = NULL,
+        .length = len,
+        .flags = UCP_MEM_MAP_ALLOCATE,
+    };
+    ucp_mem_h mh;
+    ucs_status_t us = ucp_mem_map(ddl_ctx.ucp, &p, &mh);
+    if (us != UCS_OK)
+        return ddl_fail(from_ucs(us), "UCX cannot allocate %zu bytes: %s", len,
+                        ucs_status_string(us));
+    ucp_mem_attr_t a = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS};
+    us = ucp_mem_query(mh, &a);
+    if (us != UCS_OK) {
+        ucp_mem_unmap(ddl_ctx.ucp, mh);
+        return ddl_fail(from_ucs(us), "ucp_mem_query failed: %s", ucs_status_string(us));
+    }
+    *addr = a.address;
+    *memh = mh;
+    return DDL_OK;
+}
+
+size_t ddl_tl_rkey_pack(void *memh, void *buf, size_t cap)
+{
+    void *rk;
+    size_t len;
+    if (ucp_rkey_pack(ddl_ctx.ucp, memh, &rk, &len) != UCS_OK)
+        return 0;
+    if (len > cap)
+        len = 0;
+    else
+        memcpy(buf, rk, len);
+    ucp_rkey_buffer_release(rk);
+    return len;
+}
+
+void *ddl_tl_map_peer(int world_peer, const void *rkey, uint64_t raddr, void **rkh)
+{
+    ddl_status_t st;
+    ucp_ep_h ep = get_ep(world_peer, &st);
+    ucp_rkey_h rk;
+    void *ptr = NULL;
+    *rkh = NULL;
+    if (!ep || ucp_ep_rkey_unpack(ep, rkey, &rk) != UCS_OK)
+        return NULL;
+    if (ucp_rkey_ptr(rk, raddr, &ptr) != UCS_OK || !ptr) {
+        ucp_rkey_destroy(rk);
+        return NULL;
+    }
+    *rkh = rk;
+    return ptr;
+}
+
+void ddl_tl_unmap_peer(void *rkh)
+{
+    if (rkh)
+        ucp_rkey_destroy(rkh);
 }
 
 static int world_of(const ddl_comm_t *comm, int r)

@@ -258,16 +258,49 @@ typedef struct ddl_mem ddl_mem_t;
  * overlap (the newest that contains a transfer is used).  Callable from any
  * thread after ddl_init().  Returns DDL_OK with *mem set;
  * DDL_ERR_NOT_INITIALIZED; DDL_ERR_INVALID for a NULL buf or mem or len 0;
- * DDL_ERR_NOMEM; DDL_ERR_TRANSPORT if UCX refuses the registration. */
+ * DDL_ERR_NOMEM; DDL_ERR_TRANSPORT if UCX refuses the registration.
+ * (ddl_mem_alloc() below also lets neighbours on a node read the buffer
+ * directly.) */
 ddl_status_t ddl_mem_register(void *buf, size_t len, ddl_mem_t **mem);
 
 /* ddl_mem_deregister: undo ddl_mem_register().  No collective on the buffer
- * may be pending (wait for its requests first).  Accepts NULL (DDL_OK).
+ * may be pending (wait for its requests first).  Memory from
+ * ddl_mem_alloc() is released with ddl_mem_free() instead.  Accepts NULL (DDL_OK).
  * Callable from any thread; ddl_finalize() releases the registrations left,
  * after which their handles are invalid.  Returns DDL_OK, or DDL_ERR_INVALID
  * for a handle that is not registered (deregistered twice, or after
  * ddl_finalize()). */
 ddl_status_t ddl_mem_deregister(ddl_mem_t *mem);
+
+/* ddl_mem_alloc: collective over the world (every rank calls it with the
+ * same len, in the same order relative to the other collectives): allocate
+ * len bytes that the other ranks on this node can read directly (UCX maps
+ * them into their address space: shared memory).  The ring algorithms
+ * (allreduce, reduce-scatter, allgather, and the node level of hier) then
+ * move data between neighbours on the same node without any transfer: a
+ * rank is told a segment is ready and reduces or copies it straight from
+ * its neighbour's buffer.  That applies to a collective whose recvbuf (or
+ * in-place buffer) lies inside such an allocation on the sending rank; any
+ * other buffer goes through UCX as usual, with the same results.  Results
+ * are bit-identical to the transfer path.  When UCX cannot map the memory
+ * between this node's ranks (UCX_TLS without a shared-memory transport), or
+ * in a world of one, the memory is still allocated and usable, only without
+ * the direct path.  Blocking; call it from the thread that makes blocking
+ * collectives while no non-blocking one is pending on the world.  Returns
+ * DDL_OK with *ptr (page-aligned, zero-filled) and *mem set;
+ * DDL_ERR_NOT_INITIALIZED; DDL_ERR_INVALID for len 0 or NULL ptr/mem;
+ * DDL_ERR_NOMEM; DDL_ERR_TRANSPORT if UCX cannot allocate; the collective's
+ * errors (DDL_ERR_ABORTED ...).  Release with ddl_mem_free(). */
+ddl_status_t ddl_mem_alloc(size_t len, void **ptr, ddl_mem_t **mem);
+
+/* ddl_mem_free: collective over the world, in the same order on every
+ * rank: release memory from ddl_mem_alloc() once no rank can still read it
+ * (a barrier, then the unmap).  No collective on it may be pending.
+ * Accepts NULL (DDL_OK, no collective).  Returns DDL_OK, DDL_ERR_INVALID
+ * for a handle that ddl_mem_alloc() did not return (or freed twice), or the
+ * barrier's error; the memory is released on this rank in any case.
+ * ddl_finalize() releases what is left. */
+ddl_status_t ddl_mem_free(ddl_mem_t *mem);
 
 /* ddl_comm_abort: abort comm on this rank: the running operation on it
  * fails with DDL_ERR_ABORTED at its next progress check (measured: a few

@@ -9,8 +9,12 @@
  * stderr; rank 0 prints one line per case and a summary.  Exit status 0
  * only if every case passed on every rank.
  *
- *   coll-check [--sizes N,N,...] [--quick] [--big] [--huge]
+ *   coll-check [--sizes N,N,...] [--quick] [--big] [--huge] [--mem host|mapped|mixed]
  *
+ * --mem mapped takes every buffer of the checks from ddl_mem_alloc() (ranks
+ * of a node read each other's directly); mixed makes every rank allocate
+ * but only the odd ranks use the allocation (the others use malloc), so
+ * that neighbours of both kinds meet in every ring.
  * --big adds one f32 sum allreduce of 64 Mi elements (256 MiB per rank);
  * --huge one u8 sum allreduce of 2^31 + 5 elements (2 GiB per rank).
  * The algorithm is whatever DDL_ALLREDUCE_ALGO selects; rank 0 prints it.
@@ -26,12 +30,59 @@
 
 static int rank, size;
 static int failures; /* cases failed on this rank */
+static enum { MEM_HOST, MEM_MAPPED, MEM_MIXED } mem_kind;
 
 static void die(const char *what, ddl_status_t st)
 {
     fprintf(stderr, "coll-check: rank %d: %s: %s: %s\n", rank, what, ddl_status_str(st),
             ddl_last_error());
     exit(1);
+}
+
+/* Test buffers: malloc, or ddl_mem_alloc (a collective: every rank
+ * allocates and frees the same buffers in the same order) per --mem. */
+#define MAX_TBUF 8
+static struct {
+    void *ptr;
+    ddl_mem_t *mem;
+} tbufs[MAX_TBUF];
+
+static void *tbuf_alloc(size_t bytes)
+{
+    if (mem_kind == MEM_HOST)
+        return malloc(bytes);
+    for (int i = 0; i < MAX_TBUF; i++) {
+        if (tbufs[i].ptr)
+            continue;
+        void *p;
+        ddl_status_t st = ddl_mem_alloc(bytes, &p, &tbufs[i].mem);
+        if (st != DDL_OK)
+            die("ddl_mem_alloc", st);
+        if (mem_kind == MEM_MIXED && rank % 2 == 0)
+            p = malloc(bytes);
+        tbufs[i].ptr = p;
+        return p;
+    }
+    return NULL;
+}
+
+static void tbuf_free(void *p)
+{
+    if (mem_kind == MEM_HOST) {
+        free(p);
+        return;
+    }
+    for (int i = 0; i < MAX_TBUF; i++) {
+        if (tbufs[i].ptr != p)
+            continue;
+        if (mem_kind == MEM_MIXED && rank % 2 == 0)
+            free(p);
+        ddl_status_t st = ddl_mem_free(tbufs[i].mem);
+        if (st != DDL_OK)
+            die("ddl_mem_free", st);
+        tbufs[i].ptr = NULL;
+        return;
+    }
 }
 
 /* 16-bit float helpers for the test (exact for the small integers used) */
@@ -222,7 +273,7 @@ static void check_allreduce(ddl_dtype_t dt, ddl_op_t op, size_t n, int in_place)
 {
     size_t es = ddl_dtype_size(dt);
     char name[128];
-    void *src = malloc(n * es + 1), *dst = malloc(n * es + 1);
+    void *src = tbuf_alloc(n * es + 1), *dst = tbuf_alloc(n * es + 1);
     if (!src || !dst)
         die("malloc", DDL_ERR_NOMEM);
     for (size_t i = 0; i < n; i++)
@@ -245,15 +296,15 @@ static void check_allreduce(ddl_dtype_t dt, ddl_op_t op, size_t n, int in_place)
     snprintf(name, sizeof name, "allreduce %s %s n=%zu%s", dt_name(dt), op_name(op), n,
              in_place ? " in-place" : "");
     report(name, wrong);
-    free(src);
-    free(dst);
+    tbuf_free(src);
+    tbuf_free(dst);
 }
 
 /* reduce_scatter, allgather and reduce against the same references */
 static void check_rs_ag_reduce(ddl_dtype_t dt, ddl_op_t op, size_t blk)
 {
     size_t es = ddl_dtype_size(dt), total = blk * (size_t)size;
-    char *src = malloc(total * es + 1), *dst = malloc(total * es + 1);
+    char *src = tbuf_alloc(total * es + 1), *dst = tbuf_alloc(total * es + 1);
     char name[128];
     int64_t wrong = 0;
     ddl_status_t st;
@@ -304,8 +355,8 @@ static void check_rs_ag_reduce(ddl_dtype_t dt, ddl_op_t op, size_t blk)
     snprintf(name, sizeof name, "reduce %s %s n=%zu root=%d", dt_name(dt), op_name(op), total,
              root);
     report(name, wrong);
-    free(src);
-    free(dst);
+    tbuf_free(src);
+    tbuf_free(dst);
 }
 
 /* communicators: node (the ranks of this node, in blocks under ddlrun
@@ -354,19 +405,21 @@ static void check_comms(void)
     ddl_comm_free(half);
 }
 
-/* check_identical: random floats; every rank must get the same bits. */
+/* check_identical: random floats; every rank must get the same bits, and
+ * with --mem mapped or mixed the same bits as from malloc'd buffers. */
 static void check_identical(ddl_dtype_t dt, size_t n)
 {
     size_t es = ddl_dtype_size(dt);
-    unsigned char *buf = malloc(n * es + 1);
+    unsigned char *buf = tbuf_alloc(n * es + 1), *ref = malloc(n * es + 1);
     uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(rank + 1);
-    char name[96];
-    if (!buf)
+    char name[128];
+    if (!buf || !ref)
         die("malloc", DDL_ERR_NOMEM);
     for (size_t i = 0; i < n; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         put(buf, i, dt, (double)(x >> 11) / 9007199254740992.0 - 0.5);
     }
+    memcpy(ref, buf, n * es);
     ddl_status_t st = ddl_allreduce(ddl_comm_world(), DDL_IN_PLACE, buf, n, dt, DDL_SUM);
     if (st != DDL_OK)
         die("ddl_allreduce", st);
@@ -378,12 +431,20 @@ static void check_identical(ddl_dtype_t dt, size_t n)
     snprintf(name, sizeof name, "allreduce %s sum n=%zu bit-identical on every rank", dt_name(dt),
              n);
     report(name, lo != hi);
-    free(buf);
+    if (mem_kind != MEM_HOST) {
+        if ((st = ddl_allreduce(ddl_comm_world(), DDL_IN_PLACE, ref, n, dt, DDL_SUM)) != DDL_OK)
+            die("ddl_allreduce", st);
+        snprintf(name, sizeof name, "allreduce %s sum n=%zu: the same bits as from malloc'd "
+                 "buffers", dt_name(dt), n);
+        report(name, memcmp(ref, buf, n * es) != 0);
+    }
+    free(ref);
+    tbuf_free(buf);
 }
 
 static void check_bcast(size_t n, int root)
 {
-    int32_t *v = malloc(n * sizeof *v + 1);
+    int32_t *v = tbuf_alloc(n * sizeof *v + 1);
     char name[64];
     if (!v)
         die("malloc", DDL_ERR_NOMEM);
@@ -397,7 +458,7 @@ static void check_bcast(size_t n, int root)
         wrong += v[i] != (int32_t)(i * 7 + (size_t)root);
     snprintf(name, sizeof name, "bcast i32 n=%zu root=%d", n, root);
     report(name, wrong);
-    free(v);
+    tbuf_free(v);
 }
 
 /* check_huge: one u8 sum allreduce of more than 2^31 elements (2 GiB per
@@ -467,8 +528,17 @@ int main(int argc, char **argv)
             nsizes = 0;
             for (char *t = strtok(argv[++i], ","); t && nsizes < 16; t = strtok(NULL, ","))
                 sizes[nsizes++] = strtoull(t, NULL, 10);
+        } else if (strcmp(argv[i], "--mem") == 0 && i + 1 < argc) {
+            const char *k = argv[++i];
+            mem_kind = !strcmp(k, "mapped") ? MEM_MAPPED : !strcmp(k, "mixed") ? MEM_MIXED
+                                                                               : MEM_HOST;
+            if (mem_kind == MEM_HOST && strcmp(k, "host")) {
+                fprintf(stderr, "coll-check: --mem: '%s' is not host, mapped or mixed\n", k);
+                return 2;
+            }
         } else {
-            fprintf(stderr, "usage: coll-check [--sizes N,N,...] [--quick] [--big] [--huge]\n");
+            fprintf(stderr, "usage: coll-check [--sizes N,N,...] [--quick] [--big] [--huge] "
+                    "[--mem host|mapped|mixed]\n");
             return 2;
         }
     }
@@ -478,8 +548,9 @@ int main(int argc, char **argv)
     rank = ddl_rank();
     size = ddl_size();
     if (rank == 0)
-        printf("coll-check: %d ranks, DDL_ALLREDUCE_ALGO=%s\n", size,
-               getenv("DDL_ALLREDUCE_ALGO") ? getenv("DDL_ALLREDUCE_ALGO") : "auto");
+        printf("coll-check: %d ranks, DDL_ALLREDUCE_ALGO=%s, memory %s\n", size,
+               getenv("DDL_ALLREDUCE_ALGO") ? getenv("DDL_ALLREDUCE_ALGO") : "auto",
+               mem_kind == MEM_HOST ? "host" : mem_kind == MEM_MAPPED ? "mapped" : "mixed");
     if (big)
         check_allreduce(DDL_FLOAT32, DDL_SUM, (size_t)64 << 20, 1);
     if (huge)
