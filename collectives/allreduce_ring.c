@@ -103,8 +103,6 @@ static ddl_status_t send_seg(ddl_comm_t *comm, uint32_t seq, const segs_t *s, ch
  * "finished" (24-bit sequence space; the reduce's gather uses +0x800000). */
 #define TAG_HELLO 0x400000u
 #define TAG_DONE 0xc00000u
-/* Below this many bytes per phase the handshake is not worth a message. */
-#define MAPPED_MIN_BYTES 32768
 
 /* How segments cross this rank's two ring links in one phase. */
 typedef struct {
@@ -130,7 +128,7 @@ static ddl_status_t links_open(ddl_comm_t *comm, uint32_t seq, char *data, size_
 {
     const int n = comm->size, r = comm->rank, left = mod(r - 1, n), right = (r + 1) % n;
     memset(lk, 0, sizeof *lk);
-    if (ddl_mem_mapped_count() == 0 || bytes < MAPPED_MIN_BYTES)
+    if (ddl_mem_mapped_count() == 0 || bytes < DDL_MAPPED_MIN_BYTES)
         return DDL_OK;
     void *reqs[2] = {NULL, NULL};
     ddl_status_t st = DDL_OK;

@@ -305,6 +305,9 @@ void *ddl_mem_lookup(const void *buf, size_t len);
  * allocation serial, from offset off, is mapped in this process, or NULL.
  * Thread-safe. */
 int ddl_mem_mapped_count(void);
+/* Below this many bytes per ring phase the handshake that finds mapped
+ * neighbours is not worth its message (and auto selection ignores them). */
+#define DDL_MAPPED_MIN_BYTES 32768
 int ddl_mem_mapped_at(const void *buf, size_t len, uint32_t *serial, uint64_t *off);
 const char *ddl_mem_peer_view(uint32_t serial, int peer, uint64_t off);
 /* ddl_mem_release_all: unmap every registration left (ddl_finalize). */

@@ -328,6 +328,13 @@ ddl_algo_t ddl_allreduce_select(const ddl_comm_t *comm, size_t bytes)
         why = " (DDL_ALLREDUCE_ALGO=hier needs the world communicator on several nodes with "
               "the same number of ranks each)";
     }
+    if (a == DDL_ALGO_AUTO && bytes >= DDL_MAPPED_MIN_BYTES && ddl_mem_mapped_count() > 0 &&
+        !comm_spans_nodes(comm)) {
+        /* the model prices transfers; with mapped buffers the ring moves
+         * none inside a node (same on every rank: allocation is collective) */
+        a = DDL_ALGO_RING;
+        why = " (mapped buffers exist: the ring reads them in place)";
+    }
     if (a == DDL_ALGO_AUTO) {
         costs_t c = model_costs(comm, bytes);
         a = DDL_ALGO_RING;

@@ -8,8 +8,9 @@
 # ring and the chain broadcast with many pipeline segments; the two-level
 # (hier) algorithm, forced and chosen, on nodes emulated by ddlrun --nodes;
 # one 64 Mi-element f32 sum (ring and hier) and one u8 sum of 2^31 + 5
-# elements (skipped with less than 6 GiB of free memory); bad tuning
-# variables.
+# elements (skipped with less than 6 GiB of free memory); buffers from
+# ddl_mem_alloc (read in place by node neighbours), also mixed with malloc'd
+# ones and without shared memory; bad tuning variables.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 
 "$COLL_CHECK" >"$T_TMP/out" 2>"$T_TMP/err" --sizes 0,1,7,1000
@@ -65,6 +66,26 @@ for spec in "ring 4 1" "hier 4 2"; do
     t_like "$T_TMP/out" "^pass allreduce f32 sum n=67108864 in-place" \
         "$1: the 64 Mi-element f32 sum was checked"
 done
+# buffers from ddl_mem_alloc: the ring reads a node neighbour's segments in
+# place; mixed: only odd ranks use the allocation, so both kinds of link
+# meet; across emulated nodes the links between nodes still transfer
+for spec in "ring 2 1 mapped" "ring 5 1 mixed" "auto 4 1 mapped" "hier 4 2 mapped" \
+    "hier 8 4 mixed" "rabenseifner 3 1 mapped"; do
+    set -- $spec
+    check "$1" "$2" "$3" --mem "$4" --sizes 0,7,4097,1048579
+done
+export DDL_SEGMENT_BYTES=4096 DDL_RING_WINDOW=1
+check ring 3 1 --mem mixed --sizes 4097,1048579
+unset DDL_SEGMENT_BYTES DDL_RING_WINDOW
+DDL_LOG_LEVEL=debug DDL_ALLREDUCE_ALGO=ring t_run 60 "$DDLRUN" -n 2 "$COLL_CHECK" --mem mapped --sizes 1048579
+t_like "$T_TMP/err" "ddl_mem_alloc #1: [0-9]+ bytes at .*, mapped by the node's ranks" \
+    "ddl_mem_alloc memory is mapped by the node's ranks (debug log)"
+t_like "$T_TMP/err" "ring: 4194316 bytes: reading rank [01]'s buffer in place" \
+    "... and the ring reads the neighbour's buffer in place"
+UCX_TLS=tcp,self DDL_LOG_LEVEL=debug DDL_ALLREDUCE_ALGO=ring t_run 60 "$DDLRUN" -n 2 "$COLL_CHECK" --mem mapped --sizes 4097,1048579
+t_ok $? "UCX_TLS=tcp,self: coll-check --mem mapped passes without shared memory"
+t_like "$T_TMP/err" "not mapped \(no shared-memory transport" "... where the allocation is not mapped"
+
 # more than 2^31 elements: 2 GiB per rank, 2 ranks
 avail_kb=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)
 if [ "${avail_kb:-0}" -ge $((6 * 1024 * 1024)) ]; then

@@ -20,6 +20,9 @@ int main(void)
     ddl_mem_t *early = NULL;
     is(ddl_mem_register(x, sizeof x, &early), DDL_ERR_NOT_INITIALIZED,
        "ddl_mem_register before ddl_init");
+    void *early_ptr = NULL;
+    is(ddl_mem_alloc(64, &early_ptr, &early), DDL_ERR_NOT_INITIALIZED,
+       "ddl_mem_alloc before ddl_init");
     is(ddl_allreduce(ddl_comm_world(), x, y, 4, DDL_FLOAT32, DDL_SUM), DDL_ERR_NOT_INITIALIZED,
        "allreduce before ddl_init");
     is(ddl_finalize(), DDL_ERR_NOT_INITIALIZED, "finalize before ddl_init");
@@ -121,6 +124,30 @@ int main(void)
        ddl_last_error());
     is(ddl_mem_deregister(NULL), DDL_OK, "ddl_mem_deregister(NULL)");
     (void)mem2; /* left for ddl_finalize() to release */
+
+    /* allocated (mappable) buffers; a world of one maps nothing */
+    ddl_mem_t *am = NULL, *am2 = NULL;
+    float *ap = NULL;
+    void *ap2 = NULL;
+    is(ddl_mem_alloc(0, (void **)&ap, &am), DDL_ERR_INVALID, "ddl_mem_alloc of 0 bytes");
+    is(ddl_mem_alloc(64, NULL, &am), DDL_ERR_INVALID, "ddl_mem_alloc without a pointer");
+    is(ddl_mem_alloc(64, (void **)&ap, NULL), DDL_ERR_INVALID, "ddl_mem_alloc without a handle");
+    is(ddl_mem_alloc(1000 * sizeof *ap, (void **)&ap, &am), DDL_OK, "ddl_mem_alloc of 4000 bytes");
+    ok(ap && ((uintptr_t)ap & 4095) == 0 && ap[0] == 0 && ap[999] == 0,
+       "... page-aligned and zero-filled");
+    for (int i = 0; ap && i < 1000; i++)
+        ap[i] = (float)i;
+    is(ddl_allreduce(ddl_comm_world(), DDL_IN_PLACE, ap, 1000, DDL_FLOAT32, DDL_SUM), DDL_OK,
+       "allreduce on allocated memory");
+    ok(ap && ap[999] == 999.0f, "... leaves a world of one's values");
+    is(ddl_mem_deregister(am), DDL_ERR_INVALID, "ddl_mem_deregister of an allocation is refused");
+    ok(strstr(ddl_last_error(), "use ddl_mem_free") != NULL, "... naming the right call: %s",
+       ddl_last_error());
+    is(ddl_mem_free(mem2), DDL_ERR_INVALID, "ddl_mem_free of a registration is refused");
+    is(ddl_mem_free(am), DDL_OK, "ddl_mem_free");
+    is(ddl_mem_free(am), DDL_ERR_INVALID, "... twice is refused");
+    is(ddl_mem_free(NULL), DDL_OK, "ddl_mem_free(NULL)");
+    is(ddl_mem_alloc(1 << 20, &ap2, &am2), DDL_OK, "ddl_mem_alloc of 1 MiB, left for finalize");
 
     is(ddl_finalize(), DDL_OK, "finalize");
     is(ddl_finalize(), DDL_ERR_NOT_INITIALIZED, "second finalize");
