@@ -1,8 +1,14 @@
 # bench/: ddl-bench (libddl) and mpi-bench (its Open MPI peer, built only
-# when configure finds Open MPI with pkg-config), printing the same table.
+# when configure finds Open MPI with pkg-config), printing the same table;
+# rma-probe (UCX alone): put + flag against tag send, user or UCX memory.
 bin_PROGRAMS += bench/ddl-bench
 bench_ddl_bench_SOURCES = bench/ddl-bench.c bench/bench_common.h
 bench_ddl_bench_LDADD = collectives/libddl.la
+
+noinst_PROGRAMS += bench/rma-probe
+bench_rma_probe_SOURCES = bench/rma-probe.c
+bench_rma_probe_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
+bench_rma_probe_LDADD = $(UCX_LIBS)
 
 if HAVE_MPI
 noinst_PROGRAMS += bench/mpi-bench

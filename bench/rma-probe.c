@@ -161,7 +161,7 @@ static double run(probe_t *p, int me, region_t *data, region_t *flag, size_t len
     volatile uint64_t *myflag = (volatile uint64_t *)flag->buf;
     uint64_t seq = *myflag;
     double t0 = 0;
-    for (int i = -2; i < iters; i++) {
+    for (int i = -10; i < iters; i++) { /* 10 warm-up round trips */
         if (i == 0)
             t0 = now_us();
         for (int turn = 0; turn < 2; turn++) {
@@ -235,7 +235,6 @@ static void side(int me, int sock, size_t bmin, size_t bmax, int iters)
             int it = len >= (1u << 22) ? iters / 10 + 2 : iters;
             for (int put = 0; put < 2; put++) {
                 free(xfer(sock, "", 0, NULL)); /* both sides start together */
-                if (getenv("PROBE_DEBUG")) fprintf(stderr, "%d: len %zu ua %d put %d\n", me, len, ua, put);
                 t[ua * 2 + put] = run(&p, me, &data, &flag, len, it, put);
             }
             ucp_request_param_t fp = {0}; /* the puts done before the keys go */
