@@ -57,22 +57,24 @@ static void list_add(ddl_mem_t *m)
     pthread_mutex_unlock(&mem_mu);
 }
 
-/* list_remove: 1 if m was in the list (and is no longer). */
-static int list_remove(ddl_mem_t *m)
+/* list_take: remove m from the list if it is there and of the kind asked
+ * for (allocated or registered): 1 if removed, 0 if not in the list (m is
+ * not looked at: it may be freed), -1 if there but of the other kind. */
+static int list_take(ddl_mem_t *m, int allocated)
 {
     pthread_mutex_lock(&mem_mu);
     ddl_mem_t **pp = &mem_head;
     while (*pp && *pp != m)
         pp = &(*pp)->next;
-    int found = *pp != NULL;
-    if (found) {
+    int r = *pp == NULL ? 0 : (m->serial != 0) == (allocated != 0) ? 1 : -1;
+    if (r == 1) {
         *pp = m->next;
         atomic_fetch_sub(&mem_count, 1);
         if (m->mapped)
             atomic_fetch_sub(&mapped_count, 1);
     }
     pthread_mutex_unlock(&mem_mu);
-    return found;
+    return r;
 }
 
 /* release: unmap what m maps (peers' keys first) and free it. */
@@ -211,7 +213,7 @@ ddl_status_t ddl_mem_free(ddl_mem_t *mem)
     ddl_clear_error();
     if (!mem)
         return DDL_OK;
-    if (!mem->serial || !list_remove(mem))
+    if (list_take(mem, 1) != 1)
         return ddl_fail(DDL_ERR_INVALID, "ddl_mem_free: %p is not an allocation of "
                         "ddl_mem_alloc() (freed twice, after ddl_finalize(), or a "
                         "registration: use ddl_mem_deregister())", (void *)mem);
@@ -263,7 +265,7 @@ ddl_status_t ddl_mem_deregister(ddl_mem_t *mem)
     ddl_clear_error();
     if (!mem)
         return DDL_OK;
-    if (mem->serial || !list_remove(mem))
+    if (list_take(mem, 0) != 1)
         return ddl_fail(DDL_ERR_INVALID, "ddl_mem_deregister: %p is not a registration of this "
                         "process (deregistered twice, after ddl_finalize(), or memory from "
                         "ddl_mem_alloc(): use ddl_mem_free())", (void *)mem);
