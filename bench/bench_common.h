@@ -29,15 +29,16 @@ typedef struct {
     const char *algo;  /* -a: passed to the library as DDL_ALLREDUCE_ALGO */
     int check;         /* -c */
     int iters, warmup; /* -n, -w */
-    const char *mem;   /* -m: host (malloc) | mapped (ddl_mem_alloc, ddl-bench only) */
+    const char *mem;   /* -m: host (malloc) | mapped (ddl_mem_alloc) | cuda (ddl-bench only) */
 } bench_opts_t;
 
 static const char bench_usage[] =
     "usage: %s allreduce|bcast [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-t f32|f64|i32|i64]\n"
     "       [-o sum|prod|min|max|avg] [-a ALGO] [-c 0|1] [-n ITERS] [-w WARMUP]\n"
-    "       [-m host|mapped]\n"
+    "       [-m host|mapped|cuda]\n"
     "sizes take K, M, G suffixes (powers of 2); defaults: -b 8 -e 64M -f 2 -t f32 -o sum\n"
-    "-c 1 -n 20 -w 5 -m host; -m mapped (ddl-bench only): buffers from ddl_mem_alloc()\n";
+    "-c 1 -n 20 -w 5 -m host; ddl-bench only: -m mapped (buffers from ddl_mem_alloc()),\n"
+    "-m cuda (buffers from cudaMalloc; exit status 77 without a usable GPU)\n";
 
 /* bench_parse_size: "64M" -> 67108864; 0 on error. */
 static size_t bench_parse_size(const char *s)
@@ -100,8 +101,9 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o)
         }
         i++;
     }
-    if (strcmp(o->mem, "host") && strcmp(o->mem, "mapped")) {
-        fprintf(stderr, "%s: -m: '%s' is not a memory kind (host, mapped)\n", argv[0], o->mem);
+    if (strcmp(o->mem, "host") && strcmp(o->mem, "mapped") && strcmp(o->mem, "cuda")) {
+        fprintf(stderr, "%s: -m: '%s' is not a memory kind (host, mapped, cuda)\n", argv[0],
+                o->mem);
         return 2;
     }
     if (!bench_type_size(o->type) || o->factor < 1.0001 || o->iters < 1 || o->warmup < 0 ||

@@ -4,6 +4,11 @@
 bin_PROGRAMS += bench/ddl-bench
 bench_ddl_bench_SOURCES = bench/ddl-bench.c bench/bench_common.h
 bench_ddl_bench_LDADD = collectives/libddl.la
+if HAVE_CUDA
+bench_ddl_bench_CFLAGS = $(AM_CFLAGS) $(CUDA_CPPFLAGS)
+bench_ddl_bench_LDADD += $(CUDA_LIBS)
+bench_ddl_bench_LDFLAGS = $(CUDA_LDFLAGS)
+endif
 
 noinst_PROGRAMS += bench/rma-probe
 bench_rma_probe_SOURCES = bench/rma-probe.c

@@ -313,6 +313,25 @@ const char *ddl_mem_peer_view(uint32_t serial, int peer, uint64_t off);
 /* ddl_mem_release_all: unmap every registration left (ddl_finalize). */
 void ddl_mem_release_all(void);
 
+/* ---- CUDA device memory (gpu.c, only with HAVE_CUDA) ----
+ * ddl_gpu_init (ddl_init) counts the devices; ddl_gpu_fini frees the
+ * staging buffers (the device count is the public ddl_gpu_count(), which
+ * init.c defines as 0 without CUDA).  ddl_gpu_on_device: p is device memory.
+ * ddl_gpu_desc_on_device: a buffer of d is; then ddl_gpu_execute runs d
+ * staged through pinned host memory. */
+#ifdef HAVE_CUDA
+void ddl_gpu_init(void);
+void ddl_gpu_fini(void);
+int ddl_gpu_on_device(const void *p);
+int ddl_gpu_desc_on_device(const ddl_opdesc_t *d);
+ddl_status_t ddl_gpu_execute(const ddl_opdesc_t *d);
+#else
+static inline void ddl_gpu_init(void) {}
+static inline void ddl_gpu_fini(void) {}
+static inline int ddl_gpu_desc_on_device(const ddl_opdesc_t *d) { (void)d; return 0; }
+static inline ddl_status_t ddl_gpu_execute(const ddl_opdesc_t *d) { (void)d; return DDL_ERR_INTERNAL; }
+#endif
+
 /* ---- checkpoints (checkpoint.c) ---- */
 /* ddl_ckpt_finish_pending: commit the pending async checkpoint, if any (as
  * ddl_ckpt_wait()) and free the async copy buffers kept for reuse; called

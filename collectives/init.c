@@ -154,8 +154,16 @@ static void release(void)
     free(ddl_ctx.eps);
     ddl_comms_release();
     ddl_scratch_free();
+    ddl_gpu_fini();
     ddl_ctx = (ddl_ctx_t){.size = 1, .local_size = 1, .nnodes = 1, .agent_fd = -1};
 }
+
+#ifndef HAVE_CUDA
+int ddl_gpu_count(void)
+{
+    return 0; /* built without CUDA */
+}
+#endif
 
 ddl_status_t ddl_init(void)
 {
@@ -192,6 +200,7 @@ ddl_status_t ddl_init(void)
             return st;
         }
     }
+    ddl_gpu_init();
     ddl_ctx.initialized = 1;
     if ((st = ddl_select_measure()) != DDL_OK) {
         ddl_ctx.initialized = 0;

@@ -27,6 +27,7 @@ const char *ddl_status_str(ddl_status_t status)
     case DDL_ERR_ABORTED: return "DDL_ERR_ABORTED: communicator aborted";
     case DDL_ERR_INTERNAL: return "DDL_ERR_INTERNAL: internal error (a bug in ddl)";
     case DDL_ERR_IO: return "DDL_ERR_IO: file input/output error";
+    case DDL_ERR_CUDA: return "DDL_ERR_CUDA: a CUDA call failed";
     }
     return "DDL_ERR_UNKNOWN: unknown status code";
 }

@@ -53,6 +53,7 @@ typedef enum {
     DDL_ERR_ABORTED = -10,        /* the communicator was aborted */
     DDL_ERR_INTERNAL = -11,       /* a bug in ddl: please report it */
     DDL_ERR_IO = -12,             /* a file could not be read or written (checkpoints) */
+    DDL_ERR_CUDA = -13,           /* a CUDA call failed (device buffers) */
 } ddl_status_t;
 
 /* Element types.  Values are part of the ABI. */
@@ -117,6 +118,18 @@ ddl_status_t ddl_init(void);
  * DDL_ERR_NOT_INITIALIZED; a transport error during teardown is returned
  * but resources are released all the same. */
 ddl_status_t ddl_finalize(void);
+
+/* ddl_gpu_count: the CUDA devices libddl can use in this process: 0 when
+ * it was built without CUDA, or there is no GPU or no driver (then every
+ * buffer is host memory).  With devices, any collective accepts CUDA
+ * device memory (found with cudaPointerGetAttributes) in sendbuf and
+ * recvbuf: the operation is staged through pinned host memory (input
+ * copied to the host, the host algorithm, the result copied back), so it
+ * blocks the calling (or progress) thread for the copies, ordered after
+ * all prior work on the device (cudaMemcpy).  A CUDA failure gives
+ * DDL_ERR_CUDA.  Managed memory is treated as host memory.  Valid after
+ * ddl_init(); thread-safe then. */
+int ddl_gpu_count(void);
 
 /* Identity of this process, valid between ddl_init() and ddl_finalize()
  * (before: rank 0 of a world of 1).  Thread-safe once initialised. */

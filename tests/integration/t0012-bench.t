@@ -18,6 +18,13 @@ for algo in ring rd auto; do
     t_ok $(rows_ok "$T_TMP/out" 5; echo $?) "... 5 sizes, no wrong element"
     t_like "$T_TMP/out" "^# ddl-bench allreduce: 3 ranks, .*algo $algo" "... and says which algorithm"
 done
+t_run 120 "$DDLRUN" -n 3 "$DDLBENCH" allreduce -b 8 -e 1M -f 16 -n 3 -w 1 -c 1 -m mapped
+t_is $? 0 "ddl-bench allreduce -m mapped (ddl_mem_alloc buffers) on 3 ranks exits 0"
+t_ok $(rows_ok "$T_TMP/out" 5; echo $?) "... 5 sizes, no wrong element"
+t_like "$T_TMP/out" "^# ddl-bench allreduce: 3 ranks, .*memory mapped" "... and says which memory"
+t_run 30 "$DDLRUN" -n 1 "$DDLBENCH" allreduce -m disk
+t_is $? 2 "ddl-bench with an unknown memory kind exits 2"
+t_like "$T_TMP/err" "-m: 'disk' is not a memory kind \(host, mapped, cuda\)" "... saying which are known"
 t_run 120 "$DDLRUN" -n 2 "$DDLBENCH" bcast -b 4 -e 4096 -f 32 -t i32 -n 3 -w 1 -c 1
 t_is $? 0 "ddl-bench bcast exits 0"
 t_ok $(rows_ok "$T_TMP/out" 3; echo $?) "... 3 sizes, no wrong element"
