@@ -7,6 +7,14 @@
  * the grace period); SIGINT/SIGTERM/SIGHUP are forwarded likewise.  ddlrun
  * is a child subreaper and sweeps every rank's process group at the end, and
  * its children die with it (PR_SET_PDEATHSIG), so no process outlives it.
+ *
+ * With --restarts R a failed generation (every rank and the agent stopped
+ * and swept) is followed by a new one, up to R times, after a backoff; the
+ * ranks get DDL_GENERATION and DDL_RESTART_COUNT, and resume from their
+ * checkpoint (DDL_CHECKPOINT_DIR).  Each failure is reported in one line
+ * (generation, rank, how it ended) and, with --checkpoint-dir, in
+ * DIR/failure-gen<G>.json; --crash-loop K stops after K restarts in a row
+ * without a new committed checkpoint.
  */
 #include "config.h"
 
@@ -23,6 +31,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,6 +65,7 @@ typedef struct {
     int first_failed; /* rank, -1 none */
     int interrupted;  /* signal that interrupted ddlrun, 0 none */
     int agent_died;
+    int gen;          /* generation: 0, then one more per restart */
     ddl_topo_env_t *bind; /* per rank: CPU mask and variables; NULL: leave them alone */
 } run_t;
 
@@ -183,7 +193,10 @@ static void set_rank_env(run_t *r, int rank, int master_port)
     SETI("DDL_LOCAL_SIZE", per_node);
     SETI("DDL_NODE_ID", rank / per_node);
     SETI("DDL_NNODES", r->o.nodes);
-    SETI("DDL_GENERATION", 0);
+    SETI("DDL_GENERATION", r->gen);
+    SETI("DDL_RESTART_COUNT", r->gen);
+    if (r->o.ckpt_dir)
+        setenv("DDL_CHECKPOINT_DIR", r->o.ckpt_dir, 1);
     SETI("DDL_GRACE_MS", (int)r->o.grace_ms);
     setenv("DDL_AGENT_SOCK", r->sock, 1);
     setenv("DDL_STEP_ID", r->step, 1);
@@ -312,8 +325,11 @@ static void reap(run_t *r)
         ddl_debug("rank %d (pid %d) %s", i, (int)pid,
                   ddl_describe_wait_status(status, how, sizeof how));
         if (failed && !r->stopping) {
+            char gen[32] = "";
             r->first_failed = i;
-            ddl_error("rank %d (pid %d) %s; stopping the other %d rank%s", i, (int)pid,
+            if (r->o.restarts)
+                snprintf(gen, sizeof gen, "generation %d: ", r->gen);
+            ddl_error("%srank %d (pid %d) %s; stopping the other %d rank%s", gen, i, (int)pid,
                       ddl_describe_wait_status(status, how, sizeof how), r->alive,
                       r->alive == 1 ? "" : "s");
             stop_ranks(r, SIGTERM);
@@ -499,6 +515,113 @@ static void free_binding(run_t *r)
     r->bind = NULL;
 }
 
+/* run_generation: start the agent and every rank, supervise them until all
+ * are gone, sweep what is left; returns the generation's exit code. */
+static int run_generation(run_t *r)
+{
+    int code = 1;
+    r->alive = 0;
+    r->stopping = 0;
+    r->kill_at = 0;
+    r->first_failed = -1;
+    r->agent_died = 0;
+    for (int i = 0; i < r->o.np; i++) {
+        for (int s = 0; s < 2; s++)
+            free(r->ranks[i].out[s].buf);
+        r->ranks[i] = (rank_t){.out = {{.fd = -1}, {.fd = -1}}};
+    }
+    if (start_agent(r) == 0) {
+        int port = free_tcp_port();
+        for (int i = 0; i < r->o.np && !r->stopping; i++) {
+            if (start_rank(r, i, port) < 0) {
+                r->agent_died = 1; /* reported; makes the exit status 1 */
+                stop_ranks(r, SIGTERM);
+            }
+        }
+        supervise(r);
+        code = exit_code(r);
+        for (int i = 0; i < r->o.np; i++) /* leftovers of the ranks' process groups */
+            if (r->ranks[i].pid)
+                kill(r->ranks[i].pid < 0 ? r->ranks[i].pid : -r->ranks[i].pid, SIGKILL);
+    }
+    shutdown_agent(r);
+    unlink(r->sock);
+    ddl_kill_adopted(r->agent);
+    return code;
+}
+
+/* latest_checkpoint: the step in DIR/latest (libddl's checkpoints), or -1
+ * without --checkpoint-dir or a committed checkpoint. */
+static int64_t latest_checkpoint(run_t *r)
+{
+    char path[4200], buf[32];
+    if (!r->o.ckpt_dir)
+        return -1;
+    snprintf(path, sizeof path, "%s/latest", r->o.ckpt_dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long long v = -1;
+    if (!fgets(buf, sizeof buf, f) || sscanf(buf, "%lld", &v) != 1)
+        v = -1;
+    fclose(f);
+    return v;
+}
+
+/* report_failure: with --checkpoint-dir, DIR/failure-gen<G>.json says which
+ * rank failed first in generation G, how, and from which checkpoint the
+ * next generation would resume (written to a temporary name, renamed). */
+static void report_failure(run_t *r, int code)
+{
+    char path[4200], tmp[4300], how[128];
+    if (!r->o.ckpt_dir || r->first_failed < 0)
+        return;
+    int st = r->ranks[r->first_failed].status;
+    snprintf(path, sizeof path, "%s/failure-gen%d.json", r->o.ckpt_dir, r->gen);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (mkdir(r->o.ckpt_dir, 0700) < 0 && errno != EEXIST)
+        ddl_warn("cannot create %s: %m", r->o.ckpt_dir);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        ddl_warn("cannot write the failure summary %s: %m", tmp);
+        return;
+    }
+    fprintf(f, "{\"step\": \"%s\", \"generation\": %d, \"rank\": %d, \"node\": %d, "
+            "\"class\": \"%s\", \"exit_status\": %d, \"signal\": %d, \"description\": \"%s\", "
+            "\"exit_code\": %d, \"checkpoint_step\": %lld, \"restarts_left\": %d}\n",
+            r->step, r->gen, r->first_failed, r->first_failed / (r->o.np / r->o.nodes),
+            WIFSIGNALED(st) ? "worker-signal" : "worker-exit",
+            WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0,
+            ddl_describe_wait_status(st, how, sizeof how), code,
+            (long long)latest_checkpoint(r), r->o.restarts - r->gen);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        ddl_warn("cannot write the failure summary %s: %m", path);
+        unlink(tmp);
+    }
+}
+
+/* backoff: wait before generation r->gen + 1 (0.5 s doubling up to 8 s),
+ * still answering signals; -1 if one interrupted the wait. */
+static int backoff(run_t *r)
+{
+    int shift = r->gen < 4 ? r->gen : 4;
+    int64_t until = ddl_now_ms() + (500 << shift);
+    for (int64_t left; (left = until - ddl_now_ms()) > 0;) {
+        struct pollfd pf = {.fd = r->sfd, .events = POLLIN};
+        if (poll(&pf, 1, (int)left) > 0) {
+            struct signalfd_siginfo si;
+            while (read(r->sfd, &si, sizeof si) == sizeof si) {
+                if (si.ssi_signo == SIGCHLD)
+                    continue;
+                r->interrupted = (int)si.ssi_signo;
+                ddl_warn("interrupted while waiting to restart: not restarting");
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     run_t r = {.first_failed = -1, .sfd = -1};
@@ -570,23 +693,43 @@ int main(int argc, char **argv)
     }
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-    if (start_agent(&r) == 0) {
-        int port = free_tcp_port();
-        for (int i = 0; i < r.o.np && !r.stopping; i++) {
-            if (start_rank(&r, i, port) < 0) {
-                r.agent_died = 1; /* reported; makes the exit status 1 */
-                stop_ranks(&r, SIGTERM);
-            }
+    int64_t last_progress = latest_checkpoint(&r);
+    int stalled = 0; /* restarts in a row without checkpoint progress */
+    for (;;) {
+        code = run_generation(&r);
+        if (code == 0 || r.first_failed < 0 || r.interrupted || r.agent_died ||
+            r.o.restarts == 0)
+            break;
+        report_failure(&r, code);
+        if (r.gen >= r.o.restarts) {
+            ddl_error("generation %d failed and the %d restart%s allowed (--restarts) are "
+                      "spent: giving up (exit status %d)", r.gen, r.o.restarts,
+                      r.o.restarts == 1 ? "" : "s", DDLRUN_EXIT_RESTARTS_SPENT);
+            code = DDLRUN_EXIT_RESTARTS_SPENT;
+            break;
         }
-        supervise(&r);
-        code = exit_code(&r);
-        for (int i = 0; i < r.o.np; i++) /* leftovers of the ranks' process groups */
-            if (r.ranks[i].pid)
-                kill(r.ranks[i].pid < 0 ? r.ranks[i].pid : -r.ranks[i].pid, SIGKILL);
+        int64_t now = latest_checkpoint(&r);
+        stalled = now > last_progress ? 0 : stalled + 1;
+        last_progress = now > last_progress ? now : last_progress;
+        if (r.o.ckpt_dir && stalled > r.o.crash_loop) {
+            ddl_error("%d failures in a row without a new checkpoint in %s (latest: %lld): "
+                      "a crash loop; not restarting (exit status %d: do not requeue)",
+                      stalled, r.o.ckpt_dir, (long long)now, DDLRUN_EXIT_CRASH_LOOP);
+            code = DDLRUN_EXIT_CRASH_LOOP;
+            break;
+        }
+        if (backoff(&r) < 0) {
+            code = 128 + r.interrupted;
+            break;
+        }
+        r.gen++;
+        if (now >= 0)
+            ddl_warn("restart %d of %d: generation %d resumes from checkpoint step %lld",
+                     r.gen, r.o.restarts, r.gen, (long long)now);
+        else
+            ddl_warn("restart %d of %d: generation %d starts over (no checkpoint%s)", r.gen,
+                     r.o.restarts, r.gen, r.o.ckpt_dir ? " yet" : ": see --checkpoint-dir");
     }
-    shutdown_agent(&r);
-    unlink(r.sock);
-    ddl_kill_adopted(r.agent);
     for (int i = 0; i < r.o.np; i++)
         for (int s = 0; s < 2; s++)
             free(r.ranks[i].out[s].buf);

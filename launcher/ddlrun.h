@@ -7,6 +7,12 @@
 
 #define DDLRUN_MAX_RANKS 4096
 #define DDLRUN_DEFAULT_GRACE_MS 5000
+#define DDLRUN_MAX_RESTARTS 100
+#define DDLRUN_DEFAULT_CRASH_LOOP 3
+/* Exit statuses of a step that restarts could not save (documented in the
+ * usage text and docs/user-guide.md). */
+#define DDLRUN_EXIT_RESTARTS_SPENT 90 /* failed after every allowed restart */
+#define DDLRUN_EXIT_CRASH_LOOP 91     /* no checkpoint progress: do not requeue */
 
 typedef enum {
     DDLRUN_BIND_AUTO = 0, /* GPU, NIC and cores from the topology (the default) */
@@ -22,6 +28,9 @@ typedef struct {
     int verbose;     /* -v: debug logging */
     ddlrun_bind_t bind;    /* --bind */
     const char *bind_list; /* --bind LIST: "0-3:4-7", rank i takes entry i mod count */
+    int restarts;    /* --restarts: new generations after a failure */
+    int crash_loop;  /* --crash-loop: restarts without checkpoint progress allowed */
+    const char *ckpt_dir; /* --checkpoint-dir: DDL_CHECKPOINT_DIR, progress, reports */
     int prog_argc;   /* the program and its arguments */
     char **prog_argv; /* points into the argv given to the parser */
 } ddlrun_opts_t;

@@ -24,6 +24,16 @@ const char ddlrun_usage[] =
     "      --bind HOW     auto (default): each rank gets its GPU, nearest NIC and cores;\n"
     "                     none: change nothing; LIST: CPU lists separated by ':', one per\n"
     "                     rank in turn (e.g. 0-3:4-7), GPU and NIC as with auto\n"
+    "      --restarts R   after a rank fails, stop the others and start all ranks again,\n"
+    "                     up to R times (0-100, default 0), with DDL_GENERATION and\n"
+    "                     DDL_RESTART_COUNT counting the restarts; waits 0.5 s before\n"
+    "                     the first restart, doubling up to 8 s\n"
+    "      --checkpoint-dir DIR\n"
+    "                     the program's checkpoint directory (DDL_CHECKPOINT_DIR): its\n"
+    "                     'latest' step shows progress between restarts, and each\n"
+    "                     failure is summarised in DIR/failure-gen<G>.json\n"
+    "      --crash-loop K with --checkpoint-dir: give up when K restarts in a row made no\n"
+    "                     checkpoint progress (1-100, default 3)\n"
     "  -v, --verbose      debug messages from ddlrun, ddl-launch and the agent\n"
     "  -h, --help         this text\n"
     "  -V, --version      print the version\n"
@@ -39,7 +49,9 @@ const char ddlrun_usage[] =
     "\n"
     "Exit status: 0 if every rank exited 0; else the first failed rank's exit status,\n"
     "or 128+N if it was killed by signal N; 128+N if ddlrun was interrupted by\n"
-    "signal N; 2 for bad usage; 127 if PROG cannot be found; 1 if ddl itself failed.\n";
+    "signal N; 2 for bad usage; 127 if PROG cannot be found; 1 if ddl itself failed.\n"
+    "With --restarts: 90 if the ranks failed again after the last allowed restart;\n"
+    "91 if --crash-loop stopped the restarts (no checkpoint progress: do not requeue).\n";
 
 /* parse_bind: --bind auto|none|LIST, LIST being CPU lists separated by ':'. */
 static int parse_bind(const char *arg, ddlrun_opts_t *o, ddl_error_t *err)
@@ -68,6 +80,9 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
         {"grace", required_argument, NULL, 'g'},
         {"bind", required_argument, NULL, 'b'},
         {"verbose", no_argument, NULL, 'v'},
+        {"restarts", required_argument, NULL, 'R'},
+        {"checkpoint-dir", required_argument, NULL, 'C'},
+        {"crash-loop", required_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -75,7 +90,8 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
     long v;
     int c;
 
-    *o = (ddlrun_opts_t){.np = 0, .nodes = 1, .grace_ms = DDLRUN_DEFAULT_GRACE_MS};
+    *o = (ddlrun_opts_t){.np = 0, .nodes = 1, .grace_ms = DDLRUN_DEFAULT_GRACE_MS,
+                         .crash_loop = DDLRUN_DEFAULT_CRASH_LOOP};
     optind = 0; /* full re-initialisation of getopt, for repeated calls */
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+:n:lvhV", longopts, NULL)) != -1) {
@@ -106,6 +122,25 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
             break;
         case 'v':
             o->verbose = 1;
+            break;
+        case 'R':
+            if (ddl_parse_long(optarg, 0, DDLRUN_MAX_RESTARTS, &v) < 0)
+                return ddl_errprintf(err, "--restarts: '%s' is not a number (0-%d)", optarg,
+                                     DDLRUN_MAX_RESTARTS),
+                       DDLRUN_ARGS_ERROR;
+            o->restarts = (int)v;
+            break;
+        case 'K':
+            if (ddl_parse_long(optarg, 1, DDLRUN_MAX_RESTARTS, &v) < 0)
+                return ddl_errprintf(err, "--crash-loop: '%s' is not a number of restarts "
+                                     "(1-%d)", optarg, DDLRUN_MAX_RESTARTS),
+                       DDLRUN_ARGS_ERROR;
+            o->crash_loop = (int)v;
+            break;
+        case 'C':
+            if (optarg[0] == '\0')
+                return ddl_errprintf(err, "--checkpoint-dir: empty path"), DDLRUN_ARGS_ERROR;
+            o->ckpt_dir = optarg;
             break;
         case 'b':
             if (parse_bind(optarg, o, err) < 0)

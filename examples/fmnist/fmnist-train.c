@@ -67,6 +67,8 @@ typedef struct {
     uint64_t seed;
     long epochs;
     long limit; /* 0: no limit */
+    long ckpt_every;      /* --checkpoint-every: iterations, 0 none */
+    const char *ckpt_dir; /* --checkpoint-dir, else $DDL_CHECKPOINT_DIR */
 } options_t;
 
 /* Per-rank scratch for a chunk of at most rows samples. */
@@ -151,6 +153,14 @@ static void usage(FILE *f)
             "                   0..18446744073709551615 (default 42)\n"
             "  --limit N        use only N training samples per epoch and the first N\n"
             "                   test samples, 1..%d (default: all)\n"
+            "  --checkpoint-every N\n"
+            "                   commit a checkpoint (weights, momentum, position and\n"
+            "                   the epoch's statistics so far) every N iterations,\n"
+            "                   1..1000000 (default: none); a run that finds one in the\n"
+            "                   directory resumes from it, bit for bit\n"
+            "  --checkpoint-dir DIR\n"
+            "                   where (default: $DDL_CHECKPOINT_DIR, which\n"
+            "                   ddlrun --checkpoint-dir sets)\n"
             "  --help           show this help and exit\n"
             "\n"
             "Rank 0 prints one line per epoch; every rank prints the CRC-32 of its\n"
@@ -203,7 +213,7 @@ static uint64_t parse_seed_opt(const char *text)
 static void parse_options(int argc, char **argv, options_t *o)
 {
     enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_SEED,
-           OPT_LIMIT, OPT_HELP };
+           OPT_LIMIT, OPT_CKPT_EVERY, OPT_CKPT_DIR, OPT_HELP };
     static const struct option longopts[] = {
         {"data", required_argument, NULL, OPT_DATA},
         {"epochs", required_argument, NULL, OPT_EPOCHS},
@@ -212,10 +222,12 @@ static void parse_options(int argc, char **argv, options_t *o)
         {"momentum", required_argument, NULL, OPT_MOMENTUM},
         {"seed", required_argument, NULL, OPT_SEED},
         {"limit", required_argument, NULL, OPT_LIMIT},
+        {"checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY},
+        {"checkpoint-dir", required_argument, NULL, OPT_CKPT_DIR},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    const char *env = getenv("DDL_FMNIST_DIR");
+    const char *env = getenv("DDL_FMNIST_DIR"), *ckenv = getenv("DDL_CHECKPOINT_DIR");
     *o = (options_t){
         .data_dir = env && *env ? env : DEFAULT_DATA_DIR,
         .batch = 128,
@@ -224,6 +236,7 @@ static void parse_options(int argc, char **argv, options_t *o)
         .seed = 42,
         .epochs = 3,
         .limit = 0,
+        .ckpt_dir = ckenv && *ckenv ? ckenv : NULL,
     };
     int c;
     opterr = 0; /* our own messages, below */
@@ -254,6 +267,14 @@ static void parse_options(int argc, char **argv, options_t *o)
         case OPT_LIMIT:
             o->limit = parse_long_opt("limit", optarg, 1, MAX_TRAIN);
             break;
+        case OPT_CKPT_EVERY:
+            o->ckpt_every = parse_long_opt("checkpoint-every", optarg, 1, 1000000);
+            break;
+        case OPT_CKPT_DIR:
+            if (!*optarg)
+                bad_option("checkpoint-dir", optarg, "a directory");
+            o->ckpt_dir = optarg;
+            break;
         case OPT_HELP:
             usage(stdout);
             exit(0);
@@ -268,6 +289,9 @@ static void parse_options(int argc, char **argv, options_t *o)
     if (optind < argc)
         die(2, "unexpected argument '%s': " PROG " takes options only (see --help)",
             argv[optind]);
+    if (o->ckpt_every && !o->ckpt_dir)
+        die(2, "--checkpoint-every needs a directory: --checkpoint-dir DIR, or "
+            "DDL_CHECKPOINT_DIR (ddlrun --checkpoint-dir sets it)");
 }
 
 /* -------------------------------------------------------------------- data */
@@ -505,6 +529,23 @@ static double evaluate(const float *p, const dataset_t *test, size_t lo, size_t 
     return correct;
 }
 
+/* save_checkpoint: commit checkpoint `iter` (collective): everything a
+ * resumed run needs to continue bit for bit.  A failed commit leaves the
+ * previous checkpoint; training goes on. */
+static void save_checkpoint(ddl_comm_t *comm, const char *dir, int64_t iter, const float *params,
+                            const float *velocity, const double *stats)
+{
+    ddl_ckpt_t *ck;
+    check(ddl_ckpt_begin(comm, dir, iter, 0, 0, &ck), "ddl_ckpt_begin");
+    ddl_ckpt_write(ck, "params", params, N_PARAMS * sizeof *params);
+    ddl_ckpt_write(ck, "velocity", velocity, N_PARAMS * sizeof *velocity);
+    ddl_ckpt_write(ck, "stats", stats, 3 * sizeof *stats);
+    ddl_status_t st = ddl_ckpt_commit(ck);
+    if (st != DDL_OK && ddl_rank() == 0)
+        say("fmnist-train: checkpoint %lld not committed (%s: %s); training goes on\n",
+            (long long)iter, ddl_status_str(st), ddl_last_error());
+}
+
 /* -------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
@@ -539,9 +580,34 @@ int main(int argc, char **argv)
     work_t w;
     work_init(&w, shard_max > EVAL_ROWS ? shard_max : EVAL_ROWS);
 
-    if (rank == 0)
-        init_params(params, opt.seed);
-    check(ddl_bcast(comm, params, N_PARAMS, DDL_FLOAT32, 0), "ddl_bcast");
+    /* [0] loss sum, [1] correct on training shards, [2] correct on test */
+    double stats[3] = {0.0, 0.0, 0.0};
+    const size_t nbatches = (ntrain + batch - 1) / batch;
+    int64_t iter = 0; /* iterations done: the checkpoint step */
+    if (opt.ckpt_dir) {
+        check(ddl_ckpt_latest(opt.ckpt_dir, &iter), "ddl_ckpt_latest");
+        if (iter < 0)
+            iter = 0;
+    }
+    if (iter > 0) {
+        /* every rank reads its own shard: the same weights and momentum,
+         * its own partial statistics of the epoch */
+        check(ddl_ckpt_read(opt.ckpt_dir, iter, rank, "params", params,
+                            N_PARAMS * sizeof *params, NULL), "ddl_ckpt_read params");
+        check(ddl_ckpt_read(opt.ckpt_dir, iter, rank, "velocity", velocity,
+                            N_PARAMS * sizeof *velocity, NULL), "ddl_ckpt_read velocity");
+        check(ddl_ckpt_read(opt.ckpt_dir, iter, rank, "stats", stats, sizeof stats, NULL),
+              "ddl_ckpt_read stats");
+        if (rank == 0)
+            say("fmnist-train: resuming from checkpoint step %lld (epoch %lld, batch %lld) "
+                "in %s, restart %s\n", (long long)iter, (long long)(iter / (int64_t)nbatches) + 1,
+                (long long)(iter % (int64_t)nbatches), opt.ckpt_dir,
+                getenv("DDL_RESTART_COUNT") ? getenv("DDL_RESTART_COUNT") : "0");
+    } else {
+        if (rank == 0)
+            init_params(params, opt.seed);
+        check(ddl_bcast(comm, params, N_PARAMS, DDL_FLOAT32, 0), "ddl_bcast");
+    }
 
     if (rank == 0)
         say("fmnist-train: %d rank%s, MLP %d-%d-%d (%d parameters), batch %zu, lr %g, "
@@ -551,14 +617,15 @@ int main(int argc, char **argv)
 
     const float lr = (float)opt.lr, mu = (float)opt.momentum;
     double test_acc = 0.0;
-    for (long epoch = 0; epoch < opt.epochs; epoch++) {
+    for (long epoch = (long)(iter / (int64_t)nbatches); epoch < opt.epochs; epoch++) {
         check(ddl_barrier(comm), "ddl_barrier");
         double t0 = now_s();
         shuffle(order, train.images.count, opt.seed, epoch);
 
-        /* [0] loss sum, [1] correct on training shards, [2] correct on test */
-        double stats[3] = {0.0, 0.0, 0.0};
-        for (size_t start = 0; start < ntrain; start += batch) {
+        size_t first = (size_t)(iter - (int64_t)epoch * (int64_t)nbatches) * batch;
+        if (first == 0)
+            stats[0] = stats[1] = stats[2] = 0.0;
+        for (size_t start = first; start < ntrain; start += batch) {
             size_t bs = ntrain - start < batch ? ntrain - start : batch;
             size_t lo = start + (size_t)rank * bs / (size_t)size;
             size_t hi = start + ((size_t)rank + 1) * bs / (size_t)size;
@@ -579,6 +646,9 @@ int main(int argc, char **argv)
                 velocity[i] = mu * velocity[i] + grads[i];
                 params[i] -= lr * velocity[i];
             }
+            iter++;
+            if (opt.ckpt_every && iter % opt.ckpt_every == 0)
+                save_checkpoint(comm, opt.ckpt_dir, iter, params, velocity, stats);
         }
         double elapsed = now_s() - t0;
 

@@ -39,6 +39,13 @@ int main(void)
     is(o.grace_ms, DDLRUN_DEFAULT_GRACE_MS, "grace defaults to 5 s");
     ok(!o.label && !o.verbose, "label and verbose are off by default");
     ok(o.bind == DDLRUN_BIND_AUTO && o.bind_list == NULL, "--bind defaults to auto");
+    ok(o.restarts == 0 && o.crash_loop == DDLRUN_DEFAULT_CRASH_LOOP && o.ckpt_dir == NULL,
+       "no restarts, crash loop after 3, no checkpoint directory by default");
+
+    v = ARGV("--restarts", "100", "--crash-loop", "1", "--checkpoint-dir", "/ck", "-n", "2", "p");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.restarts == 100 && o.crash_loop == 1 &&
+           o.ckpt_dir && strcmp(o.ckpt_dir, "/ck") == 0,
+       "--restarts 100 --crash-loop 1 --checkpoint-dir /ck");
 
     v = ARGV("--bind", "none", "-n", "2", "prog");
     ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.bind == DDLRUN_BIND_NONE, "--bind none");
@@ -94,6 +101,10 @@ int main(void)
         {{"--grace", "soon", "-n", "1", "prog"}, "--grace: 'soon' is not a number of seconds (0-600)"},
         {{"--grace", "601", "-n", "1", "prog"}, "(0-600)"},
         {{"--grace", "-1", "-n", "1", "prog"}, "--grace"},
+        {{"--restarts", "101", "-n", "1", "prog"}, "--restarts: '101' is not a number (0-100)"},
+        {{"--restarts", "-1", "-n", "1", "prog"}, "--restarts: '-1'"},
+        {{"--crash-loop", "0", "-n", "1", "prog"}, "--crash-loop: '0' is not a number of restarts (1-100)"},
+        {{"--checkpoint-dir", "", "-n", "1", "prog"}, "--checkpoint-dir: empty path"},
         {{"-x", "-n", "1", "prog"}, "unknown option '-x'"},
         {{"--bogus", "-n", "1", "prog"}, "unknown option '--bogus'"},
         {{"-n", "2", ""}, "no program given"},

@@ -1,0 +1,63 @@
+#!/bin/sh
+# t0018-restart: ddlrun --restarts (issue 6, the single-machine part): a
+# worker killed with SIGKILL mid-training costs a restart from the last
+# committed checkpoint, and the final weights are bit-identical to a run
+# without failure; the failure is named in one line and in
+# DIR/failure-gen0.json; nothing is left running.  A program that fails at
+# start every time stops after the restart budget (exit 90), or earlier at
+# the crash-loop guard (exit 91) when checkpoints make no progress.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+
+# the restart budget and the crash-loop guard, with a program that fails
+# at once (a token in its arguments finds leftovers)
+t_run 60 "$DDLRUN" -n 2 --restarts 2 sh -c 'echo "generation $DDL_GENERATION restart $DDL_RESTART_COUNT"; exit 3' "$T_TOKEN"
+t_is $? 90 "a program failing every time: ddlrun --restarts 2 exits 90 when the budget is spent"
+t_is "$(grep -c '^generation 2 restart 2$' "$T_TMP/out")" 2 "... after generations 0, 1 and 2, each with DDL_GENERATION and DDL_RESTART_COUNT"
+t_like "$T_TMP/err" "generation 2 failed and the 2 restarts allowed \(--restarts\) are spent" "... saying why"
+t_run 60 "$DDLRUN" -n 2 --restarts 10 --crash-loop 2 --checkpoint-dir "$T_TMP/loop" sh -c 'exit 1' "$T_TOKEN"
+t_is $? 91 "with --checkpoint-dir and no checkpoint progress: --crash-loop 2 stops with exit 91"
+t_like "$T_TMP/err" "3 failures in a row without a new checkpoint .*do not requeue" "... saying it is a crash loop"
+t_ok $([ -f "$T_TMP/loop/failure-gen2.json" ] && [ ! -f "$T_TMP/loop/failure-gen3.json" ]; echo $?) \
+    "... after 3 generations, each summarised in failure-gen<G>.json"
+t_run 30 "$DDLRUN" -n 1 --restarts x true
+t_is $? 2 "--restarts x is refused (exit 2)"
+t_like "$T_TMP/err" "--restarts: 'x' is not a number \(0-100\)" "... with the accepted range"
+
+[ -x "$FMNIST" ] || { t_skip "fmnist-train not built (no OpenBLAS): no training to resume"; t_done; }
+data=${DDL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
+[ -f "$data/train-images-idx3-ubyte.gz" ] || { t_skip "no Fashion-MNIST in $data"; t_done; }
+
+# the same algorithm choices in every run and generation: one tune file
+export DDL_TUNE_FILE="$T_TMP/tune"
+args="--epochs 2 --limit 30000 --checkpoint-every 25"
+# shellcheck disable=SC2086
+t_run 300 "$DDLRUN" -n 4 "$FMNIST" $args --checkpoint-dir "$T_TMP/base"
+t_is $? 0 "baseline: fmnist-train on 4 ranks with checkpoints, no failure"
+want=$(sed -n 's/^checksums: all 4 ranks agree (\(0x[0-9a-f]*\))$/\1/p' "$T_TMP/out")
+
+ck="$T_TMP/ck-$T_TOKEN"
+# shellcheck disable=SC2086
+timeout -k 5 300 "$DDLRUN" -n 4 --restarts 2 --checkpoint-dir "$ck" "$FMNIST" $args \
+    --checkpoint-dir "$ck" >"$T_TMP/out" 2>"$T_TMP/err" &
+run=$!
+t_wait_file "$ck/latest" 120
+victim=""
+for p in $(pgrep -f "fmnist-train .*$ck"); do
+    case "$(cat /proc/"$p"/comm 2>/dev/null)" in ddl-launch | ddlrun | timeout) continue ;; esac
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'DDL_RANK=2' && victim=$p && break
+done
+t_ok $([ -n "$victim" ]; echo $?) "the first checkpoint is committed; rank 2's worker is pid ${victim:-?}"
+[ -n "$victim" ] && kill -9 "$victim"
+wait $run
+t_is $? 0 "rank 2 killed with SIGKILL: ddlrun --restarts 2 finishes the training (exit 0)"
+t_like "$T_TMP/err" "generation 0: rank 2 \(pid [0-9]+\) was killed by signal 9 \(SIGKILL\)" \
+    "... the failure in one line: generation, rank, signal"
+t_like "$T_TMP/err" "restart 1 of 2: generation 1 resumes from checkpoint step [0-9]+" \
+    "... and the restart, from which checkpoint"
+t_like "$T_TMP/out" "^fmnist-train: resuming from checkpoint step [0-9]+" "... the program resumed"
+got=$(sed -n 's/^checksums: all 4 ranks agree (\(0x[0-9a-f]*\))$/\1/p' "$T_TMP/out")
+t_is "$got" "$want" "the final weights are bit-identical to the run without failure ($want)"
+t_like "$ck/failure-gen0.json" '"generation": 0, "rank": 2, .*"class": "worker-signal", .*"signal": 9' \
+    "failure-gen0.json names the rank, the class and the signal"
+t_ok $(t_wait_procs 0 10; echo $?) "no process of the test is left"
+t_done
