@@ -99,6 +99,7 @@ ddl_status_t ddl_execute(const ddl_opdesc_t *d)
     ddl_status_t st = ddl_comm_check_abort(comm);
     if (st != DDL_OK)
         return st;
+    ddl_beat(1, 0);
     if (ddl_gpu_desc_on_device(d))
         return ddl_gpu_execute(d); /* staged: runs the host copy through here */
     switch (d->kind) {

@@ -313,6 +313,13 @@ const char *ddl_mem_peer_view(uint32_t serial, int peer, uint64_t off);
 /* ddl_mem_release_all: unmap every registration left (ddl_finalize). */
 void ddl_mem_release_all(void);
 
+/* ---- heartbeats to the supervisor (heartbeat.c) ----
+ * ddl_beat_init (ddl_init): use DDL_HEARTBEAT_FD if ddl-launch gave one.
+ * ddl_beat: count a collective if `collective`, and send a record if the
+ * last is BEAT_MIN_MS old (or `force`).  Thread-safe, never blocks. */
+void ddl_beat_init(void);
+void ddl_beat(int collective, int force);
+
 /* ---- CUDA device memory (gpu.c, only with HAVE_CUDA) ----
  * ddl_gpu_init (ddl_init) counts the devices; ddl_gpu_fini frees the
  * staging buffers (the device count is the public ddl_gpu_count(), which

@@ -175,6 +175,7 @@ ddl_status_t ddl_init(void)
     if (ddl_ctx.initialized)
         return ddl_fail(DDL_ERR_ALREADY, "ddl_init() was already called");
     ddl_log_init("ddl", DDL_LOG_WARN);
+    ddl_beat_init();
     if ((st = read_env()) != DDL_OK || (st = ddl_algo_from_env()) != DDL_OK) {
         release();
         return st;

@@ -267,8 +267,10 @@ ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n)
         }
         if (ucp_worker_progress(ddl_ctx.worker))
             idle = 0;
-        else if (++idle > DDL_SPIN_BEFORE_YIELD)
+        else if (++idle > DDL_SPIN_BEFORE_YIELD) {
+            ddl_beat(0, 0); /* waiting for a peer: alive, not hung */
             sched_yield();
+        }
     }
 }
 

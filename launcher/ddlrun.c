@@ -63,6 +63,7 @@ typedef struct {
     int stopping;     /* ranks have been told to stop */
     int64_t kill_at;  /* when to SIGKILL the rest (ms), 0 none */
     int first_failed; /* rank, -1 none */
+    int64_t decide_at; /* end of the window in which failures are compared, 0: none */
     int interrupted;  /* signal that interrupted ddlrun, 0 none */
     int agent_died;
     int gen;          /* generation: 0, then one more per restart */
@@ -197,6 +198,8 @@ static void set_rank_env(run_t *r, int rank, int master_port)
     SETI("DDL_RESTART_COUNT", r->gen);
     if (r->o.ckpt_dir)
         setenv("DDL_CHECKPOINT_DIR", r->o.ckpt_dir, 1);
+    if (r->o.hang_ms)
+        SETI("DDL_HANG_TIMEOUT_MS", (int)r->o.hang_ms);
     SETI("DDL_GRACE_MS", (int)r->o.grace_ms);
     setenv("DDL_AGENT_SOCK", r->sock, 1);
     setenv("DDL_STEP_ID", r->step, 1);
@@ -299,6 +302,29 @@ static int rank_of_pid(run_t *r, pid_t pid)
     return -1;
 }
 
+/* is_hang: a rank's ddl-launch ended with the status it uses after killing
+ * a hung worker (only meaningful with --hang-timeout). */
+static int is_hang(const run_t *r, int status)
+{
+    return r->o.hang_ms && WIFEXITED(status) && WEXITSTATUS(status) == DDLRUN_EXIT_HANG;
+}
+
+/* cause_score: how likely a rank's ending is a failure's root cause rather
+ * than a consequence of another rank's: a hang, then a signal other than
+ * those a broken transfer or a stop request brings (SIGABRT from UCX,
+ * SIGTERM, SIGPIPE, SIGHUP, SIGINT), then a non-zero exit (a program that
+ * gives up on a transport error), then the rest. */
+static int cause_score(const run_t *r, int status)
+{
+    if (is_hang(r, status))
+        return 3;
+    if (WIFSIGNALED(status)) {
+        int s = WTERMSIG(status);
+        return s == SIGABRT || s == SIGTERM || s == SIGPIPE || s == SIGHUP || s == SIGINT ? 0 : 2;
+    }
+    return WIFEXITED(status) && WEXITSTATUS(status) != 0 ? 1 : 0;
+}
+
 static void reap(run_t *r)
 {
     int status;
@@ -325,16 +351,47 @@ static void reap(run_t *r)
         ddl_debug("rank %d (pid %d) %s", i, (int)pid,
                   ddl_describe_wait_status(status, how, sizeof how));
         if (failed && !r->stopping) {
-            char gen[32] = "";
-            r->first_failed = i;
-            if (r->o.restarts)
-                snprintf(gen, sizeof gen, "generation %d: ", r->gen);
-            ddl_error("%srank %d (pid %d) %s; stopping the other %d rank%s", gen, i, (int)pid,
-                      ddl_describe_wait_status(status, how, sizeof how), r->alive,
-                      r->alive == 1 ? "" : "s");
-            stop_ranks(r, SIGTERM);
+            /* ranks often fail together (a peer's death breaks a transfer):
+             * collect for a moment, then name the likeliest root cause */
+            if (r->first_failed < 0) {
+                r->first_failed = i;
+                r->decide_at = ddl_now_ms() + DDLRUN_FAILURE_WINDOW_MS;
+            } else if (cause_score(r, status) > cause_score(r, r->ranks[r->first_failed].status)) {
+                r->first_failed = i;
+            }
         }
     }
+}
+
+/* settle: once the failure window has passed (or every rank is gone), say
+ * which rank failed first and how, name the others that failed with it,
+ * and stop the rest. */
+static void settle(run_t *r)
+{
+    if (!r->decide_at || (ddl_now_ms() < r->decide_at && r->alive > 0))
+        return;
+    r->decide_at = 0;
+    const int f = r->first_failed;
+    const int st = r->ranks[f].status;
+    char gen[32] = "", how[128], also[512] = "";
+    size_t used = 0;
+    if (r->o.restarts)
+        snprintf(gen, sizeof gen, "generation %d: ", r->gen);
+    for (int i = 0; i < r->o.np && used < sizeof also - 64; i++) {
+        if (i == f || r->ranks[i].pid >= 0 || !r->ranks[i].status)
+            continue;
+        used += (size_t)snprintf(also + used, sizeof also - used, "%s rank %d %s",
+                                 used ? "," : " (at the same moment:", i,
+                                 ddl_describe_wait_status(r->ranks[i].status, how, sizeof how));
+    }
+    if (used)
+        snprintf(also + used, sizeof also - used, ", taken as consequences)");
+    ddl_error("%srank %d (pid %d) %s%s; stopping the other %d rank%s", gen, f,
+              (int)-r->ranks[f].pid,
+              is_hang(r, st) ? "hung and was killed (--hang-timeout)"
+                             : ddl_describe_wait_status(st, how, sizeof how),
+              also, r->alive, r->alive == 1 ? "" : "s");
+    stop_ranks(r, SIGTERM);
 }
 
 static void on_signal(run_t *r, int sig)
@@ -385,6 +442,10 @@ static void supervise(run_t *r)
             int64_t left = r->kill_at - ddl_now_ms();
             timeout = left < 0 ? 0 : (int)(left < 1000 ? left : 1000);
         }
+        if (r->decide_at) {
+            int64_t left = r->decide_at - ddl_now_ms();
+            timeout = left < 0 ? 0 : (int)(left < timeout ? left : timeout);
+        }
         int rc = pfds ? poll(pfds, (nfds_t)n, timeout) : 0;
         if (rc < 0 && errno != EINTR) {
             ddl_error("poll: %m");
@@ -401,6 +462,7 @@ static void supervise(run_t *r)
                 pump(&r->ranks[i].out[s], i, s ? STDERR_FILENO : STDOUT_FILENO);
             }
         reap(r); /* a SIGCHLD merged with another signal is not lost */
+        settle(r);
         if (r->kill_at && ddl_now_ms() >= r->kill_at && r->alive > 0) {
             ddl_warn("%d rank%s still running %.1f s after SIGTERM: sending SIGKILL", r->alive,
                      r->alive == 1 ? "" : "s", (double)r->o.grace_ms / 1000.0);
@@ -524,6 +586,7 @@ static int run_generation(run_t *r)
     r->stopping = 0;
     r->kill_at = 0;
     r->first_failed = -1;
+    r->decide_at = 0;
     r->agent_died = 0;
     for (int i = 0; i < r->o.np; i++) {
         for (int s = 0; s < 2; s++)
@@ -590,7 +653,7 @@ static void report_failure(run_t *r, int code)
             "\"class\": \"%s\", \"exit_status\": %d, \"signal\": %d, \"description\": \"%s\", "
             "\"exit_code\": %d, \"checkpoint_step\": %lld, \"restarts_left\": %d}\n",
             r->step, r->gen, r->first_failed, r->first_failed / (r->o.np / r->o.nodes),
-            WIFSIGNALED(st) ? "worker-signal" : "worker-exit",
+            is_hang(r, st) ? "worker-hang" : WIFSIGNALED(st) ? "worker-signal" : "worker-exit",
             WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0,
             ddl_describe_wait_status(st, how, sizeof how), code,
             (long long)latest_checkpoint(r), r->o.restarts - r->gen);

@@ -8,11 +8,14 @@
 #define DDLRUN_MAX_RANKS 4096
 #define DDLRUN_DEFAULT_GRACE_MS 5000
 #define DDLRUN_MAX_RESTARTS 100
+/* Failures within this long of the first are compared for the root cause. */
+#define DDLRUN_FAILURE_WINDOW_MS 100
 #define DDLRUN_DEFAULT_CRASH_LOOP 3
 /* Exit statuses of a step that restarts could not save (documented in the
  * usage text and docs/user-guide.md). */
 #define DDLRUN_EXIT_RESTARTS_SPENT 90 /* failed after every allowed restart */
 #define DDLRUN_EXIT_CRASH_LOOP 91     /* no checkpoint progress: do not requeue */
+#define DDLRUN_EXIT_HANG 92           /* a rank's ddl-launch killed its hung worker */
 
 typedef enum {
     DDLRUN_BIND_AUTO = 0, /* GPU, NIC and cores from the topology (the default) */
@@ -31,6 +34,7 @@ typedef struct {
     int restarts;    /* --restarts: new generations after a failure */
     int crash_loop;  /* --crash-loop: restarts without checkpoint progress allowed */
     const char *ckpt_dir; /* --checkpoint-dir: DDL_CHECKPOINT_DIR, progress, reports */
+    long hang_ms;    /* --hang-timeout: DDL_HANG_TIMEOUT_MS for ddl-launch, 0 off */
     int prog_argc;   /* the program and its arguments */
     char **prog_argv; /* points into the argv given to the parser */
 } ddlrun_opts_t;

@@ -34,6 +34,10 @@ const char ddlrun_usage[] =
     "                     failure is summarised in DIR/failure-gen<G>.json\n"
     "      --crash-loop K with --checkpoint-dir: give up when K restarts in a row made no\n"
     "                     checkpoint progress (1-100, default 3)\n"
+    "      --hang-timeout SECS\n"
+    "                     a rank from which libddl has sent no heartbeat for SECS (once\n"
+    "                     it has sent one) is hung: reported and killed, which counts\n"
+    "                     as its failure (0.1-86400; default: off)\n"
     "  -v, --verbose      debug messages from ddlrun, ddl-launch and the agent\n"
     "  -h, --help         this text\n"
     "  -V, --version      print the version\n"
@@ -51,7 +55,8 @@ const char ddlrun_usage[] =
     "or 128+N if it was killed by signal N; 128+N if ddlrun was interrupted by\n"
     "signal N; 2 for bad usage; 127 if PROG cannot be found; 1 if ddl itself failed.\n"
     "With --restarts: 90 if the ranks failed again after the last allowed restart;\n"
-    "91 if --crash-loop stopped the restarts (no checkpoint progress: do not requeue).\n";
+    "91 if --crash-loop stopped the restarts (no checkpoint progress: do not requeue).\n"
+    "A rank killed by --hang-timeout ends with status 92.\n";
 
 /* parse_bind: --bind auto|none|LIST, LIST being CPU lists separated by ':'. */
 static int parse_bind(const char *arg, ddlrun_opts_t *o, ddl_error_t *err)
@@ -83,6 +88,7 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
         {"restarts", required_argument, NULL, 'R'},
         {"checkpoint-dir", required_argument, NULL, 'C'},
         {"crash-loop", required_argument, NULL, 'K'},
+        {"hang-timeout", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -136,6 +142,13 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
                                      "(1-%d)", optarg, DDLRUN_MAX_RESTARTS),
                        DDLRUN_ARGS_ERROR;
             o->crash_loop = (int)v;
+            break;
+        case 'H':
+            if (ddl_parse_seconds_ms(optarg, 100, 86400000, &v) < 0)
+                return ddl_errprintf(err, "--hang-timeout: '%s' is not a number of seconds "
+                                     "(0.1-86400)", optarg),
+                       DDLRUN_ARGS_ERROR;
+            o->hang_ms = v;
             break;
         case 'C':
             if (optarg[0] == '\0')

@@ -21,10 +21,19 @@
  * ddl-launch is a child subreaper: whatever the worker leaves behind (a
  * background child, an orphan of a killed shell) becomes its child and is
  * killed once the worker has ended.
+ *
+ * Hangs: with DDL_HANG_TIMEOUT_MS (ddlrun --hang-timeout) the worker gets
+ * the write end of a pipe in DDL_HEARTBEAT_FD, on which libddl beats (every
+ * collective, while waiting for a peer, ddl_heartbeat()).  From the first
+ * beat on, a worker silent for that long is hung: ddl-launch reports what it
+ * was doing (its state and kernel wait channel from /proc, the collectives
+ * and the step of its last beat), kills it with SIGKILL and exits with
+ * DDL_EXIT_HANG (92), which ddlrun reports as a hang.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -45,10 +54,84 @@
 #include "util.h"
 
 #define REGISTER_TIMEOUT_MS 10000
+#define DDL_EXIT_HANG 92 /* the worker hung and was killed (see ddlrun) */
 #define SLURM_REGISTER_TIMEOUT_MS 60000 /* the node's first task may still be booting */
 
 static int agent_fd = -1;
+
 static long rank = -1;
+
+/* The worker's heartbeats (libddl's heartbeat.c writes these records). */
+typedef struct {
+    uint64_t collectives;
+    int64_t step;
+} beat_rec_t;
+
+typedef struct {
+    int fd;           /* read end, -1: not watching */
+    long timeout_ms;  /* DDL_HANG_TIMEOUT_MS, 0: off */
+    int64_t last_ms;  /* when the last record came, 0: none yet */
+    beat_rec_t last;
+} beats_t;
+
+/* beats_read: take every record waiting; stop watching at end of file
+ * (the worker closed its end or ended). */
+static void beats_read(beats_t *b)
+{
+    beat_rec_t r[64];
+    for (;;) {
+        ssize_t n = read(b->fd, r, sizeof r);
+        if (n > 0) {
+            if ((size_t)n >= sizeof r[0]) {
+                b->last = r[(size_t)n / sizeof r[0] - 1];
+                b->last_ms = ddl_now_ms();
+            }
+            continue;
+        }
+        if (n == 0) {
+            close(b->fd);
+            b->fd = -1;
+        }
+        return;
+    }
+}
+
+/* proc_line: the first line of /proc/PID/NAME, or "?". */
+static void proc_line(pid_t pid, const char *name, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+    FILE *f = fopen(path, "r");
+    if (!f || !fgets(buf, (int)len, f))
+        snprintf(buf, len, "?");
+    if (f)
+        fclose(f);
+    buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* report_hang: one line saying what the hung worker was doing. */
+static void report_hang(const beats_t *b, pid_t wpid)
+{
+    char stat[512], wchan[128], step[48] = "";
+    proc_line(wpid, "stat", stat, sizeof stat);
+    proc_line(wpid, "wchan", wchan, sizeof wchan);
+    const char *st = strrchr(stat, ')'); /* "pid (comm) S ...": the state follows */
+    char state = st && st[1] == ' ' ? st[2] : '?';
+    const char *what = state == 'T' || state == 't' ? "stopped"
+                     : state == 'D'                 ? "in uninterruptible I/O"
+                     : state == 'R'                 ? "running (outside libddl)"
+                     : state == 'S'                 ? "sleeping"
+                     : state == 'Z'                 ? "a zombie"
+                                                    : "state unknown";
+    if (b->last.step >= 0)
+        snprintf(step, sizeof step, ", step %lld", (long long)b->last.step);
+    ddl_error("rank %ld: worker %d hung: nothing heard for %.1f s (DDL_HANG_TIMEOUT_MS=%ld); "
+              "last beat after %llu collectives%s; now %s (state %c, wait channel %s); "
+              "killing it",
+              rank, (int)wpid, (double)(ddl_now_ms() - b->last_ms) / 1000.0, b->timeout_ms,
+              (unsigned long long)b->last.collectives, step, what, state,
+              wchan[0] && strcmp(wchan, "0") ? wchan : "none");
+}
 
 /* tell: best-effort report to the agent; the worker's fate never depends on it. */
 static void tell(uint8_t state, pid_t wpid, int wstatus)
@@ -269,6 +352,7 @@ static void wait_agent(pid_t agent, int sfd)
 
 int main(int argc, char **argv)
 {
+    beats_t beats = {.fd = -1};
     sigset_t mask, none;
     int first = 1;
     long grace_ms = 5000;
@@ -339,6 +423,16 @@ int main(int argc, char **argv)
     if (register_rank(REGISTER_TIMEOUT_MS) < 0)
         return 1;
 
+    int beat_pipe[2] = {-1, -1};
+    const char *hv = getenv("DDL_HANG_TIMEOUT_MS");
+    if (hv && *hv && ddl_parse_long(hv, 0, 86400000, &beats.timeout_ms) < 0) {
+        ddl_error("DDL_HANG_TIMEOUT_MS='%s' is not a number of milliseconds (0-86400000)", hv);
+        return 2;
+    }
+    if (beats.timeout_ms > 0 && pipe2(beat_pipe, O_CLOEXEC) < 0) {
+        ddl_warn("rank %ld: pipe for heartbeats: %m; hangs will not be detected", rank);
+        beats.timeout_ms = 0;
+    }
     wpid = fork();
     if (wpid < 0) {
         ddl_error("rank %ld: fork: %m", rank);
@@ -350,27 +444,59 @@ int main(int argc, char **argv)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() == 1)
             _exit(137);
+        if (beat_pipe[1] >= 0) { /* the write end crosses exec; the read end not */
+            char fdtext[16];
+            fcntl(beat_pipe[1], F_SETFD, 0);
+            snprintf(fdtext, sizeof fdtext, "%d", beat_pipe[1]);
+            setenv("DDL_HEARTBEAT_FD", fdtext, 1);
+        }
         execvp(argv[first], argv + first);
         int e = errno;
         fprintf(stderr, "ddl-launch: cannot execute '%s': %s\n", argv[first], strerror(e));
         _exit(e == ENOENT ? 127 : 126);
     }
+    if (beat_pipe[1] >= 0) {
+        close(beat_pipe[1]);
+        beats.fd = beat_pipe[0];
+        ddl_fd_set_nonblock(beats.fd, 1);
+    }
 supervise:
     tell(DDL_RANK_RUNNING, wpid, 0);
 
     int64_t kill_at = 0;
-    int status = 0;
+    int status = 0, hung = 0;
     for (;;) {
         int timeout = -1;
         if (kill_at) {
             int64_t left = kill_at - ddl_now_ms();
             timeout = left < 0 ? 0 : (int)left;
         }
-        struct pollfd p = {.fd = sfd, .events = POLLIN};
-        int rc = poll(&p, 1, timeout);
+        int64_t hang_at = beats.fd >= 0 && beats.last_ms && !hung
+                              ? beats.last_ms + beats.timeout_ms : 0;
+        if (hang_at) {
+            int64_t left = hang_at - ddl_now_ms();
+            int t = left < 0 ? 0 : (int)left;
+            timeout = timeout < 0 || t < timeout ? t : timeout;
+        }
+        struct pollfd p[2] = {{.fd = sfd, .events = POLLIN}, {.fd = beats.fd, .events = POLLIN}};
+        int rc = poll(p, beats.fd >= 0 ? 2 : 1, timeout);
         if (rc < 0 && errno != EINTR) {
             ddl_error("poll: %m");
             kill(wpid, SIGKILL);
+        }
+        if (rc > 0 && beats.fd >= 0 && p[1].revents) {
+            beats_read(&beats);
+            if (rc == 1 && !p[0].revents)
+                continue;
+        }
+        if (hang_at && ddl_now_ms() >= hang_at && !hung) {
+            beats_read(&beats); /* a record may have come at the last moment */
+            if (beats.fd >= 0 && ddl_now_ms() >= beats.last_ms + beats.timeout_ms) {
+                report_hang(&beats, wpid);
+                kill(wpid, SIGKILL);
+                hung = 1;
+            }
+            continue;
         }
         if (rc == 0 && kill_at) {
             ddl_warn("rank %ld: worker %d still running %ld ms after SIGTERM: sending SIGKILL",
@@ -380,7 +506,7 @@ supervise:
             continue;
         }
         struct signalfd_siginfo si;
-        if (rc > 0 && read(sfd, &si, sizeof si) == sizeof si) {
+        if (rc > 0 && p[0].revents && read(sfd, &si, sizeof si) == sizeof si) {
             int sig = (int)si.ssi_signo;
             if (sig != SIGCHLD) {
                 kill(wpid, sig);
@@ -401,12 +527,16 @@ supervise:
             break;
     }
     ddl_kill_adopted(agent); /* the worker's leftovers; the node's agent stays */
-    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !hung;
     tell(ok ? DDL_RANK_EXITED : DDL_RANK_FAILED, wpid, status);
+    if (beats.fd >= 0)
+        close(beats.fd);
     if (agent_fd >= 0)
         close(agent_fd);
     if (agent > 0)
         wait_agent(agent, sfd);
     close(sfd);
+    if (hung)
+        return DDL_EXIT_HANG;
     die_like(status);
 }

@@ -119,6 +119,18 @@ ddl_status_t ddl_init(void);
  * but resources are released all the same. */
 ddl_status_t ddl_finalize(void);
 
+/* ddl_heartbeat: tell the rank's supervisor that the program is making
+ * progress, at `step` (e.g. the training iteration; negative: none).  Under
+ * ddlrun --hang-timeout, a worker from which nothing is heard for that long
+ * is taken as hung: its state and last step are reported, it is killed and
+ * (with --restarts) the job restarts.  libddl also beats on every
+ * collective and while it waits for a peer, so a program that calls a
+ * collective more often than the timeout needs no heartbeat of its own;
+ * one with long phases without collectives (evaluation, I/O) should call
+ * it.  Cheap (at most one write every 100 ms), non-blocking, thread-safe,
+ * usable before ddl_init(); a no-op without a supervisor.  Returns DDL_OK. */
+ddl_status_t ddl_heartbeat(int64_t step);
+
 /* ddl_gpu_count: the CUDA devices libddl can use in this process: 0 when
  * it was built without CUDA, or there is no GPU or no driver (then every
  * buffer is host memory).  With devices, any collective accepts CUDA

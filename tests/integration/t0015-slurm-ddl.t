@@ -180,7 +180,7 @@ t_is $rc 0 "srun --ddl -N$NODES -n$RANKS ddl-bench allreduce (UCX_TLS=tcp,self) 
 [ $rc -eq 0 ] || { t_diag "stdout:"; sed 's/^/#   /' "$T_TMP/out"; t_diag "stderr:"; sed 's/^/#   /' "$T_TMP/err" | tail -n 30; }
 # Rank 0 alone prints the header and the rows (bench/README.md).
 t_is "$(grep -c '^# ddl-bench allreduce:' "$T_TMP/out")" 1 "... one header: one world of ranks"
-t_like "$T_TMP/out" "^# ddl-bench allreduce: $RANKS ranks, type f32, op sum, $ITERS iterations .* algo auto$" \
+t_like "$T_TMP/out" "^# ddl-bench allreduce: $RANKS ranks, type f32, op sum, $ITERS iterations .* algo auto, memory host$" \
     "... of $RANKS ranks"
 awk '!/^#/' "$T_TMP/out" >"$T_TMP/rows"
 t_is "$(awk 'NF == 8 {print $1}' "$T_TMP/rows" | tr '\n' ' ')" "8 128 2048 32768 524288 " \
@@ -207,7 +207,7 @@ for algo in ring rd; do
     rc=$?
     t_is $rc 0 "srun --ddl ddl-bench allreduce -a $algo exits 0"
     [ $rc -eq 0 ] || sed 's/^/# stderr: /' "$T_TMP/err" | tail -n 20
-    t_is "$(grep -c "^# ddl-bench allreduce: $RANKS ranks, .* algo $algo\$" "$T_TMP/out")" 1 \
+    t_is "$(grep -c "^# ddl-bench allreduce: $RANKS ranks, .* algo $algo, memory host\$" "$T_TMP/out")" 1 \
         "... one header, $RANKS ranks, algo $algo"
     t_is "$(awk '!/^#/ && NF == 8 {print $1 ":" $8}' "$T_TMP/out" | tr '\n' ' ')" \
         "4:0 256:0 16384:0 " "... rows 4 B, 256 B, 16 KiB with #wrong 0"

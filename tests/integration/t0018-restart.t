@@ -1,9 +1,10 @@
 #!/bin/sh
 # t0018-restart: ddlrun --restarts (issue 6, the single-machine part): a
-# worker killed with SIGKILL mid-training costs a restart from the last
-# committed checkpoint, and the final weights are bit-identical to a run
-# without failure; the failure is named in one line and in
-# DIR/failure-gen0.json; nothing is left running.  A program that fails at
+# worker killed with SIGKILL mid-training, or stopped with SIGSTOP (found
+# by --hang-timeout), costs a restart from the last committed checkpoint,
+# and the final weights are bit-identical to a run without failure; the
+# failure is named in one line and in DIR/failure-gen0.json; nothing is
+# left running.  A program that fails at
 # start every time stops after the restart budget (exit 90), or earlier at
 # the crash-loop guard (exit 91) when checkpoints make no progress.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
@@ -35,20 +36,29 @@ t_run 300 "$DDLRUN" -n 4 "$FMNIST" $args --checkpoint-dir "$T_TMP/base"
 t_is $? 0 "baseline: fmnist-train on 4 ranks with checkpoints, no failure"
 want=$(sed -n 's/^checksums: all 4 ranks agree (\(0x[0-9a-f]*\))$/\1/p' "$T_TMP/out")
 
-ck="$T_TMP/ck-$T_TOKEN"
-# shellcheck disable=SC2086
-timeout -k 5 300 "$DDLRUN" -n 4 --restarts 2 --checkpoint-dir "$ck" "$FMNIST" $args \
-    --checkpoint-dir "$ck" >"$T_TMP/out" 2>"$T_TMP/err" &
-run=$!
-t_wait_file "$ck/latest" 120
-victim=""
-for p in $(pgrep -f "fmnist-train .*$ck"); do
-    case "$(cat /proc/"$p"/comm 2>/dev/null)" in ddl-launch | ddlrun | timeout) continue ;; esac
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'DDL_RANK=2' && victim=$p && break
-done
-t_ok $([ -n "$victim" ]; echo $?) "the first checkpoint is committed; rank 2's worker is pid ${victim:-?}"
-[ -n "$victim" ] && kill -9 "$victim"
-wait $run
+# fail_run NAME SIGNAL RANK [DDLRUN-OPTIONS]: run the training with
+# --restarts 2, send SIGNAL to rank RANK's worker once the first checkpoint
+# is committed; the output is in $T_TMP/out and err, the checkpoints in $ck
+fail_run() {
+    name=$1 sig=$2 victim_rank=$3
+    shift 3
+    ck="$T_TMP/ck-$name-$T_TOKEN"
+    # shellcheck disable=SC2086
+    timeout -k 5 300 "$DDLRUN" -n 4 --restarts 2 --checkpoint-dir "$ck" "$@" "$FMNIST" $args \
+        --checkpoint-dir "$ck" >"$T_TMP/out" 2>"$T_TMP/err" &
+    run=$!
+    t_wait_file "$ck/latest" 120
+    victim=""
+    for p in $(pgrep -f "fmnist-train .*$ck"); do
+        case "$(cat /proc/"$p"/comm 2>/dev/null)" in ddl-launch | ddlrun | timeout) continue ;; esac
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "DDL_RANK=$victim_rank" && victim=$p && break
+    done
+    t_ok $([ -n "$victim" ]; echo $?) "$name: the first checkpoint is committed; rank $victim_rank's worker is pid ${victim:-?}"
+    [ -n "$victim" ] && kill -s "$sig" "$victim"
+    wait $run
+}
+
+fail_run kill KILL 2
 t_is $? 0 "rank 2 killed with SIGKILL: ddlrun --restarts 2 finishes the training (exit 0)"
 t_like "$T_TMP/err" "generation 0: rank 2 \(pid [0-9]+\) was killed by signal 9 \(SIGKILL\)" \
     "... the failure in one line: generation, rank, signal"
@@ -59,5 +69,21 @@ got=$(sed -n 's/^checksums: all 4 ranks agree (\(0x[0-9a-f]*\))$/\1/p' "$T_TMP/o
 t_is "$got" "$want" "the final weights are bit-identical to the run without failure ($want)"
 t_like "$ck/failure-gen0.json" '"generation": 0, "rank": 2, .*"class": "worker-signal", .*"signal": 9' \
     "failure-gen0.json names the rank, the class and the signal"
+t_ok $(t_wait_procs 0 10; echo $?) "no process of the test is left"
+
+# a hung rank: stopped, so it sends no heartbeat; the others wait for it in
+# a collective, beating, and are not blamed
+t0=$(date +%s)
+fail_run hang STOP 1 --hang-timeout 5
+t_is $? 0 "rank 1 stopped with SIGSTOP: --hang-timeout 5 finds it and the restart finishes (exit 0)"
+t_like "$T_TMP/err" "rank 1: worker [0-9]+ hung: nothing heard for [0-9.]+ s .*now stopped \(state T" \
+    "... ddl-launch reports the hang: how long, the last beat, the worker's state"
+t_like "$T_TMP/err" "generation 0: rank 1 \(pid [0-9]+\) hung and was killed \(--hang-timeout\)" \
+    "... ddlrun names rank 1 as the one that hung"
+t_is "$(grep -c 'hung:' "$T_TMP/err")" 1 "... and no other rank"
+got=$(sed -n 's/^checksums: all 4 ranks agree (\(0x[0-9a-f]*\))$/\1/p' "$T_TMP/out")
+t_is "$got" "$want" "the final weights are bit-identical to the run without failure ($want)"
+t_like "$ck/failure-gen0.json" '"rank": 1, .*"class": "worker-hang"' "failure-gen0.json: class worker-hang"
+t_diag "the hang run took $(($(date +%s) - t0)) s"
 t_ok $(t_wait_procs 0 10; echo $?) "no process of the test is left"
 t_done

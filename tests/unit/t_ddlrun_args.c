@@ -46,6 +46,8 @@ int main(void)
     ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.restarts == 100 && o.crash_loop == 1 &&
            o.ckpt_dir && strcmp(o.ckpt_dir, "/ck") == 0,
        "--restarts 100 --crash-loop 1 --checkpoint-dir /ck");
+    v = ARGV("--hang-timeout", "2.5", "-n", "2", "p");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.hang_ms == 2500, "--hang-timeout 2.5 is 2500 ms");
 
     v = ARGV("--bind", "none", "-n", "2", "prog");
     ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.bind == DDLRUN_BIND_NONE, "--bind none");
@@ -105,6 +107,8 @@ int main(void)
         {{"--restarts", "-1", "-n", "1", "prog"}, "--restarts: '-1'"},
         {{"--crash-loop", "0", "-n", "1", "prog"}, "--crash-loop: '0' is not a number of restarts (1-100)"},
         {{"--checkpoint-dir", "", "-n", "1", "prog"}, "--checkpoint-dir: empty path"},
+        {{"--hang-timeout", "0", "-n", "1", "prog"}, "--hang-timeout: '0' is not a number of seconds (0.1-86400)"},
+        {{"--hang-timeout", "later", "-n", "1", "prog"}, "--hang-timeout: 'later'"},
         {{"-x", "-n", "1", "prog"}, "unknown option '-x'"},
         {{"--bogus", "-n", "1", "prog"}, "unknown option '--bogus'"},
         {{"-n", "2", ""}, "no program given"},

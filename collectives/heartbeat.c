@@ -1,0 +1,71 @@
+/* heartbeat.c: progress heartbeats from the worker to its supervisor, so
+ * that ddl-launch can tell a hung worker from a busy one (issue 6).
+ *
+ * When a hang timeout is set, ddl-launch gives the worker the write end of
+ * a pipe in DDL_HEARTBEAT_FD.  libddl writes a 16-byte record (collectives
+ * started so far, the last step given to ddl_heartbeat()) at most every
+ * BEAT_MIN_MS, from every collective, from the wait loop of a transfer (a
+ * rank that waits for a slow or stopped peer is alive, and must not be
+ * taken for the culprit), and from ddl_heartbeat().  The pipe is
+ * non-blocking: when it is full a record is dropped, never waited for.
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "ddl_int.h"
+#include "util.h"
+
+#define BEAT_MIN_MS 100
+
+typedef struct {
+    uint64_t collectives;
+    int64_t step; /* -1 until ddl_heartbeat() is called */
+} beat_rec_t;
+
+static int beat_fd = -1;
+static atomic_uint_fast64_t beat_colls;
+static atomic_int_fast64_t beat_step = -1;
+static atomic_int_fast64_t beat_last_ms;
+
+void ddl_beat_init(void)
+{
+    const char *v = getenv("DDL_HEARTBEAT_FD");
+    long fd;
+    beat_fd = -1;
+    atomic_store(&beat_colls, 0);
+    atomic_store(&beat_step, -1);
+    atomic_store(&beat_last_ms, 0);
+    if (!v || ddl_parse_long(v, 3, 1 << 20, &fd) < 0 || fcntl((int)fd, F_GETFD) < 0)
+        return; /* no supervisor asked for heartbeats */
+    int fl = fcntl((int)fd, F_GETFL);
+    if (fl < 0 || fcntl((int)fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return;
+    beat_fd = (int)fd;
+    ddl_beat(0, 1);
+}
+
+void ddl_beat(int collective, int force)
+{
+    if (collective)
+        atomic_fetch_add_explicit(&beat_colls, 1, memory_order_relaxed);
+    if (beat_fd < 0)
+        return;
+    int64_t now = ddl_now_ms(), last = atomic_load_explicit(&beat_last_ms, memory_order_relaxed);
+    if (!force && now - last < BEAT_MIN_MS)
+        return;
+    if (!atomic_compare_exchange_strong(&beat_last_ms, &last, now))
+        return; /* another thread is beating right now */
+    beat_rec_t r = {atomic_load(&beat_colls), atomic_load(&beat_step)};
+    ssize_t n = write(beat_fd, &r, sizeof r); /* full pipe or gone: dropped */
+    (void)n;
+}
+
+ddl_status_t ddl_heartbeat(int64_t step)
+{
+    atomic_store(&beat_step, step < 0 ? -1 : step);
+    ddl_beat(0, 1);
+    return DDL_OK;
+}
