@@ -10,6 +10,10 @@ bench_ddl_bench_LDADD += $(CUDA_LIBS)
 bench_ddl_bench_LDFLAGS = $(CUDA_LDFLAGS)
 endif
 
+noinst_PROGRAMS += bench/ft-probe
+bench_ft_probe_SOURCES = bench/ft-probe.c
+bench_ft_probe_LDADD = collectives/libddl.la
+
 noinst_PROGRAMS += bench/rma-probe
 bench_rma_probe_SOURCES = bench/rma-probe.c
 bench_rma_probe_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
@@ -21,4 +25,5 @@ bench_mpi_bench_SOURCES = bench/mpi-bench.c bench/bench_common.h
 bench_mpi_bench_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 bench_mpi_bench_LDADD = $(MPI_LIBS)
 endif
-EXTRA_DIST += bench/README.md bench/run-compare.sh bench/run-bootstrap.sh bench/run-cluster-compare.sh
+EXTRA_DIST += bench/README.md bench/run-compare.sh bench/run-bootstrap.sh bench/run-cluster-compare.sh \
+    bench/run-restart.sh bench/run-ckpt.sh bench/sidebyside.awk

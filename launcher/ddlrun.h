@@ -9,7 +9,7 @@
 #define DDLRUN_DEFAULT_GRACE_MS 5000
 #define DDLRUN_MAX_RESTARTS 100
 /* Failures within this long of the first are compared for the root cause. */
-#define DDLRUN_FAILURE_WINDOW_MS 100
+#define DDLRUN_FAILURE_WINDOW_MS 30
 #define DDLRUN_DEFAULT_CRASH_LOOP 3
 /* Exit statuses of a step that restarts could not save (documented in the
  * usage text and docs/user-guide.md). */

@@ -1,0 +1,53 @@
+/* ft-probe.c: the program bench/run-restart.sh fails on purpose, to time
+ * ddlrun's failure detection and restart.
+ *
+ *   ddlrun -n N --restarts 1 [--hang-timeout S] ft-probe [ITERS]
+ *
+ * Each rank runs 8-byte allreduces every 10 ms.  After the first one of a
+ * generation, rank 0 prints "first-step gen G at T" (T: CLOCK_REALTIME in
+ * ns), so the time from a failure to the new generation's first step can be
+ * read off.  Generation 0 runs until it is failed from outside (the script
+ * kills or stops a rank); later generations stop after ITERS steps
+ * (default 50) and exit 0.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ddl.h"
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+    long iters = argc > 1 ? strtol(argv[1], NULL, 10) : 50;
+    const char *g = getenv("DDL_GENERATION");
+    long gen = g ? strtol(g, NULL, 10) : 0;
+    ddl_status_t st = ddl_init();
+    if (st != DDL_OK) {
+        fprintf(stderr, "ft-probe: ddl_init: %s: %s\n", ddl_status_str(st), ddl_last_error());
+        return 1;
+    }
+    for (long i = 0; gen == 0 || i < iters; i++) {
+        double x = 1;
+        st = ddl_allreduce(ddl_comm_world(), DDL_IN_PLACE, &x, 1, DDL_FLOAT64, DDL_SUM);
+        if (st != DDL_OK) {
+            fprintf(stderr, "ft-probe: ddl_allreduce: %s: %s\n", ddl_status_str(st),
+                    ddl_last_error());
+            return 1;
+        }
+        if (i == 0 && ddl_rank() == 0) {
+            printf("first-step gen %ld at %lld\n", gen, now_ns());
+            fflush(stdout);
+        }
+        usleep(10000);
+    }
+    ddl_finalize();
+    return 0;
+}

@@ -1,0 +1,137 @@
+#!/bin/sh
+# run-restart.sh: how fast a failure is detected and the job runs again
+# (issue 6): ddlrun --restarts on this machine, against Slurm's own
+# detection on the namespace cluster (when run as root with Slurm).
+#
+#   bench/run-restart.sh BUILDDIR [RUNS]        (default 5)
+#
+# ddlrun -n 4 --restarts 1 runs bench/ft-probe (8-byte allreduces every
+# 10 ms); rank 1's worker is then failed from outside:
+#   kill  SIGKILL;
+#   hang  SIGSTOP, found by --hang-timeout 1 (the timeout is part of it).
+# Columns: detected = from the signal to ddlrun's line naming the failure;
+# first step = from the signal to the new generation's first allreduce
+# (ft-probe's own clock), which includes stopping the other ranks, the
+# 0.5 s backoff before the first restart, and the new generation's start.
+# Slurm: `srun -N2 -n2 sleep` with the task on n2 killed (SIGKILL), and n2
+# crashed (tests/slurm/cluster.sh crash: every process killed, link down):
+# from the kill to srun's first line about it.  Medians, minimum, maximum.
+set -eu
+build=$(cd "${1:?usage: run-restart.sh BUILDDIR [RUNS]}" && pwd)
+runs=${2:-5}
+top=$(cd "$(dirname "$0")/.." && pwd)
+ddlrun="$build/launcher/ddlrun"
+probe="$build/bench/ft-probe"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+now() { date +%s%N; }
+
+# stamp: prefix each line of stdin with the time it was read (ns).
+stamp() { while IFS= read -r l; do printf '%s %s\n' "$(now)" "$l"; done; }
+
+# worker_pid RANK: the pid of ft-probe's worker with DDL_RANK=RANK.
+worker_pid() {
+    for p in $(pgrep -f "ft-probe 50"); do
+        case "$(cat /proc/"$p"/comm 2>/dev/null)" in ddl-launch | ddlrun | timeout) continue ;; esac
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "DDL_RANK=$1" && { echo "$p"; return; }
+    done
+}
+
+# row NAME FILE: median, min, max of the numbers (ms) in FILE.
+row() {
+    sort -n "$2" | awk -v name="$1" '{ t[NR] = $1 }
+        END { if (NR) printf "| %-52s | %7.0f | %7.0f | %7.0f | %d |\n", name, t[int((NR + 1) / 2)], t[1], t[NR], NR }'
+}
+
+# ddl_case NAME SIGNAL [DDLRUN-OPTIONS]
+ddl_case() {
+    name=$1 sig=$2
+    shift 2
+    : >"$tmp/det"
+    : >"$tmp/first"
+    i=0
+    while [ $i -lt "$runs" ]; do
+        { timeout 120 "$ddlrun" -n 4 --restarts 1 "$@" "$probe" 50 2>&1 | stamp >"$tmp/log"; } &
+        job=$!
+        k=0
+        while ! grep -q 'first-step gen 0' "$tmp/log" 2>/dev/null && [ $k -lt 300 ]; do
+            sleep 0.1
+            k=$((k + 1))
+        done
+        sleep 0.5
+        p=$(worker_pid 1)
+        [ -n "$p" ] || { echo "run-restart: no worker for rank 1" >&2; exit 1; }
+        t0=$(now)
+        kill -s "$sig" "$p"
+        wait $job || true
+        td=$(awk '/generation 0: rank 1 / { print $1; exit }' "$tmp/log")
+        tf=$(awk '/first-step gen 1 at/ { print $NF; exit }' "$tmp/log")
+        [ -n "$td" ] && echo $(((td - t0) / 1000000)) >>"$tmp/det"
+        [ -n "$tf" ] && echo $(((tf - t0) / 1000000)) >>"$tmp/first"
+        i=$((i + 1))
+    done
+    row "ddlrun: $name, detected" "$tmp/det"
+    row "ddlrun: $name, first step of generation 1" "$tmp/first"
+}
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p' | head -1), $runs runs each, ddlrun -n 4"
+echo "| failure | median ms | min ms | max ms | runs |"
+echo "| --- | ---: | ---: | ---: | ---: |"
+ddl_case "worker SIGKILL" KILL
+ddl_case "worker SIGSTOP, --hang-timeout 1" STOP --hang-timeout 1
+
+if [ "$(id -u)" != 0 ] || ! command -v srun >/dev/null; then
+    echo "# Slurm rows skipped: needs root and Slurm (tests/slurm/cluster.sh)"
+    exit 0
+fi
+dir=/var/tmp/ddl-restart.$$
+mkdir -p "$dir"
+if ! DDL_CLUSTER_SHARE="$build $top" sh "$top/tests/slurm/cluster.sh" start "$dir" 2 >/dev/null; then
+    echo "# Slurm rows skipped: the namespace cluster did not start"
+    exit 0
+fi
+trap 'sh "$top/tests/slurm/cluster.sh" stop "$dir" >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+export SLURM_CONF="$dir/slurm.conf"
+
+# slurm_case NAME ACTION: srun -N2 -n2 sleep, then ACTION on n2; time to srun's first line
+slurm_case() {
+    name=$1 action=$2
+    : >"$tmp/det"
+    i=0
+    while [ $i -lt "$runs" ]; do
+        [ "$action" = crash ] && { sh "$top/tests/slurm/cluster.sh" stop "$dir" >/dev/null 2>&1; mkdir -p "$dir";
+            DDL_CLUSTER_SHARE="$build $top" sh "$top/tests/slurm/cluster.sh" start "$dir" 2 >/dev/null; }
+        { timeout 120 srun -N2 -n2 --kill-on-bad-exit=1 sleep 300 2>&1 | stamp >"$tmp/log"; } &
+        job=$!
+        k=0 p=""
+        while [ -z "$p" ] && [ $k -lt 300 ]; do
+            sleep 0.1
+            p=$(ip netns pids ddln2 2>/dev/null | while read -r q; do
+                [ "$(cat /proc/"$q"/comm 2>/dev/null)" = sleep ] && echo "$q"; done | head -1)
+            k=$((k + 1))
+        done
+        [ -n "$p" ] || { echo "run-restart: no task on n2" >&2; exit 1; }
+        sleep 0.5
+        t0=$(now)
+        if [ "$action" = crash ]; then
+            sh "$top/tests/slurm/cluster.sh" crash "$dir" n2 >/dev/null 2>&1
+        else
+            kill -KILL "$p"
+        fi
+        k=0
+        while [ ! -s "$tmp/log" ] && [ $k -lt 1200 ]; do
+            sleep 0.05
+            k=$((k + 1))
+        done
+        td=$(awk 'NR == 1 { print $1 }' "$tmp/log")
+        [ -n "$td" ] && echo $(((td - t0) / 1000000)) >>"$tmp/det"
+        kill "$job" 2>/dev/null || true
+        wait "$job" 2>/dev/null || true
+        scancel --user=root >/dev/null 2>&1 || true
+        i=$((i + 1))
+    done
+    row "Slurm: $name, srun's first line about it" "$tmp/det"
+}
+slurm_case "task SIGKILL (srun --kill-on-bad-exit)" kill
+slurm_case "node n2 crashed (SlurmdTimeout=10)" crash
