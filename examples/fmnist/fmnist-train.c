@@ -68,6 +68,7 @@ typedef struct {
     long epochs;
     long limit; /* 0: no limit */
     long ckpt_every;      /* --checkpoint-every: iterations, 0 none */
+    int ckpt_async;       /* --checkpoint-async: DDL_CKPT_ASYNC */
     const char *ckpt_dir; /* --checkpoint-dir, else $DDL_CHECKPOINT_DIR */
 } options_t;
 
@@ -161,6 +162,9 @@ static void usage(FILE *f)
             "  --checkpoint-dir DIR\n"
             "                   where (default: $DDL_CHECKPOINT_DIR, which\n"
             "                   ddlrun --checkpoint-dir sets)\n"
+            "  --checkpoint-async\n"
+            "                   write checkpoints in the background (libddl's async\n"
+            "                   mode): training waits only for the copy\n"
             "  --help           show this help and exit\n"
             "\n"
             "Rank 0 prints one line per epoch; every rank prints the CRC-32 of its\n"
@@ -213,7 +217,7 @@ static uint64_t parse_seed_opt(const char *text)
 static void parse_options(int argc, char **argv, options_t *o)
 {
     enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_SEED,
-           OPT_LIMIT, OPT_CKPT_EVERY, OPT_CKPT_DIR, OPT_HELP };
+           OPT_LIMIT, OPT_CKPT_EVERY, OPT_CKPT_DIR, OPT_CKPT_ASYNC, OPT_HELP };
     static const struct option longopts[] = {
         {"data", required_argument, NULL, OPT_DATA},
         {"epochs", required_argument, NULL, OPT_EPOCHS},
@@ -224,6 +228,7 @@ static void parse_options(int argc, char **argv, options_t *o)
         {"limit", required_argument, NULL, OPT_LIMIT},
         {"checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY},
         {"checkpoint-dir", required_argument, NULL, OPT_CKPT_DIR},
+        {"checkpoint-async", no_argument, NULL, OPT_CKPT_ASYNC},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -269,6 +274,9 @@ static void parse_options(int argc, char **argv, options_t *o)
             break;
         case OPT_CKPT_EVERY:
             o->ckpt_every = parse_long_opt("checkpoint-every", optarg, 1, 1000000);
+            break;
+        case OPT_CKPT_ASYNC:
+            o->ckpt_async = 1;
             break;
         case OPT_CKPT_DIR:
             if (!*optarg)
@@ -529,21 +537,40 @@ static double evaluate(const float *p, const dataset_t *test, size_t lo, size_t 
     return correct;
 }
 
+/* ckpt_failed: rank 0 says a checkpoint was not committed; training goes
+ * on from the state in memory, and the previous checkpoint stays latest. */
+static void ckpt_failed(const char *what, int64_t step, ddl_status_t st)
+{
+    if (ddl_rank() == 0)
+        say("fmnist-train: %s %lld not committed (%s: %s); training goes on\n", what,
+            (long long)step, ddl_status_str(st), ddl_last_error());
+}
+
 /* save_checkpoint: commit checkpoint `iter` (collective): everything a
- * resumed run needs to continue bit for bit.  A failed commit leaves the
- * previous checkpoint; training goes on. */
-static void save_checkpoint(ddl_comm_t *comm, const char *dir, int64_t iter, const float *params,
-                            const float *velocity, const double *stats)
+ * resumed run needs to continue bit for bit.  A failed checkpoint (I/O
+ * error, full disk) leaves the previous one; training goes on.  In async
+ * mode a failure of the previous background write surfaces at this begin
+ * (the step it names is the previous one), and this one is then started
+ * again. */
+static void save_checkpoint(ddl_comm_t *comm, const char *dir, int64_t iter, int async,
+                            const float *params, const float *velocity, const double *stats)
 {
     ddl_ckpt_t *ck;
-    check(ddl_ckpt_begin(comm, dir, iter, 0, 0, &ck), "ddl_ckpt_begin");
+    unsigned flags = async ? DDL_CKPT_ASYNC : 0;
+    ddl_status_t st = ddl_ckpt_begin(comm, dir, iter, 0, flags, &ck);
+    if (st == DDL_ERR_IO && async) {
+        ckpt_failed("the previous async checkpoint before", iter, st);
+        st = ddl_ckpt_begin(comm, dir, iter, 0, flags, &ck);
+    }
+    if (st != DDL_OK) {
+        ckpt_failed("checkpoint", iter, st);
+        return;
+    }
     ddl_ckpt_write(ck, "params", params, N_PARAMS * sizeof *params);
     ddl_ckpt_write(ck, "velocity", velocity, N_PARAMS * sizeof *velocity);
     ddl_ckpt_write(ck, "stats", stats, 3 * sizeof *stats);
-    ddl_status_t st = ddl_ckpt_commit(ck);
-    if (st != DDL_OK && ddl_rank() == 0)
-        say("fmnist-train: checkpoint %lld not committed (%s: %s); training goes on\n",
-            (long long)iter, ddl_status_str(st), ddl_last_error());
+    if ((st = ddl_ckpt_commit(ck)) != DDL_OK)
+        ckpt_failed("checkpoint", iter, st);
 }
 
 /* -------------------------------------------------------------------- main */
@@ -648,7 +675,8 @@ int main(int argc, char **argv)
             }
             iter++;
             if (opt.ckpt_every && iter % opt.ckpt_every == 0)
-                save_checkpoint(comm, opt.ckpt_dir, iter, params, velocity, stats);
+                save_checkpoint(comm, opt.ckpt_dir, iter, opt.ckpt_async, params, velocity,
+                                stats);
         }
         double elapsed = now_s() - t0;
 
@@ -693,6 +721,12 @@ int main(int argc, char **argv)
     idx_free(&train.labels);
     idx_free(&test.images);
     idx_free(&test.labels);
+    if (opt.ckpt_async) { /* the last background write, committed here */
+        int64_t last = -1;
+        ddl_status_t st = ddl_ckpt_wait(&last);
+        if (st != DDL_OK)
+            ckpt_failed("async checkpoint", last, st);
+    }
     check(ddl_finalize(), "ddl_finalize");
     return ndiffer == 0 ? 0 : 1;
 }

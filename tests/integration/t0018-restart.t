@@ -4,7 +4,10 @@
 # by --hang-timeout), costs a restart from the last committed checkpoint,
 # and the final weights are bit-identical to a run without failure; the
 # failure is named in one line and in DIR/failure-gen0.json; nothing is
-# left running.  A program that fails at
+# left running.  With async checkpoints, every worker killed at once
+# restarts from the last committed checkpoint, with the same result; on a
+# full disk (root: a 2 MiB tmpfs) every commit fails cleanly and training
+# ends as without checkpoints.  A program that fails at
 # start every time stops after the restart budget (exit 90), or earlier at
 # the crash-loop guard (exit 91) when checkpoints make no progress.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
@@ -36,25 +39,34 @@ t_run 300 "$DDLRUN" -n 4 "$FMNIST" $args --checkpoint-dir "$T_TMP/base"
 t_is $? 0 "baseline: fmnist-train on 4 ranks with checkpoints, no failure"
 want=$(sed -n 's/^checksums: all 4 ranks agree (\(0x[0-9a-f]*\))$/\1/p' "$T_TMP/out")
 
-# fail_run NAME SIGNAL RANK [DDLRUN-OPTIONS]: run the training with
-# --restarts 2, send SIGNAL to rank RANK's worker once the first checkpoint
-# is committed; the output is in $T_TMP/out and err, the checkpoints in $ck
+# fail_run NAME SIGNAL RANK [DDLRUN-OPTIONS]: run the training (with the
+# program options $args $fargs) under --restarts 2, send SIGNAL to rank
+# RANK's worker (RANK "all": to every worker at once) once the first
+# checkpoint is committed; the output is in $T_TMP/out and err, the
+# checkpoints in $ck
+fargs=""
 fail_run() {
     name=$1 sig=$2 victim_rank=$3
     shift 3
     ck="$T_TMP/ck-$name-$T_TOKEN"
     # shellcheck disable=SC2086
     timeout -k 5 300 "$DDLRUN" -n 4 --restarts 2 --checkpoint-dir "$ck" "$@" "$FMNIST" $args \
-        --checkpoint-dir "$ck" >"$T_TMP/out" 2>"$T_TMP/err" &
+        $fargs --checkpoint-dir "$ck" >"$T_TMP/out" 2>"$T_TMP/err" &
     run=$!
     t_wait_file "$ck/latest" 120
-    victim=""
+    victims=""
     for p in $(pgrep -f "fmnist-train .*$ck"); do
         case "$(cat /proc/"$p"/comm 2>/dev/null)" in ddl-launch | ddlrun | timeout) continue ;; esac
-        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "DDL_RANK=$victim_rank" && victim=$p && break
+        if [ "$victim_rank" = all ]; then
+            victims="$victims $p"
+        elif tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "DDL_RANK=$victim_rank"; then
+            victims=$p
+            break
+        fi
     done
-    t_ok $([ -n "$victim" ]; echo $?) "$name: the first checkpoint is committed; rank $victim_rank's worker is pid ${victim:-?}"
-    [ -n "$victim" ] && kill -s "$sig" "$victim"
+    t_ok $([ -n "$victims" ]; echo $?) "$name: the first checkpoint is committed; rank $victim_rank's worker: pid ${victims:-?}"
+    # shellcheck disable=SC2086
+    [ -n "$victims" ] && kill -s "$sig" $victims
     wait $run
 }
 
@@ -86,4 +98,34 @@ t_is "$got" "$want" "the final weights are bit-identical to the run without fail
 t_like "$ck/failure-gen0.json" '"rank": 1, .*"class": "worker-hang"' "failure-gen0.json: class worker-hang"
 t_diag "the hang run took $(($(date +%s) - t0)) s"
 t_ok $(t_wait_procs 0 10; echo $?) "no process of the test is left"
+
+# async checkpoints, and every worker killed at once (perhaps during a
+# background write): the restart resumes from the last committed one
+fargs="--checkpoint-async"
+fail_run all-async KILL all
+t_is $? 0 "async checkpoints, every worker killed with SIGKILL: the restart finishes (exit 0)"
+t_like "$T_TMP/out" "^fmnist-train: resuming from checkpoint step [0-9]+" "... resuming from a committed checkpoint"
+got=$(sed -n 's/^checksums: all 4 ranks agree (\(0x[0-9a-f]*\))$/\1/p' "$T_TMP/out")
+t_is "$got" "$want" "the final weights are bit-identical to the run without failure ($want)"
+t_ok $(t_wait_procs 0 10; echo $?) "no process of the test is left"
+fargs=""
+
+# a full disk (a 2 MiB tmpfs: not one checkpoint fits): every commit fails
+# cleanly, training goes on and ends as without checkpoints
+if [ "$(id -u)" = 0 ] && mkdir -p "$T_TMP/tiny" && mount -t tmpfs -o size=2m tmpfs "$T_TMP/tiny" 2>/dev/null; then
+    for mode in sync async; do
+        fa=""
+        [ $mode = async ] && fa="--checkpoint-async"
+        # shellcheck disable=SC2086
+        t_run 300 "$DDLRUN" -n 4 "$FMNIST" $args $fa --checkpoint-dir "$T_TMP/tiny/$mode"
+        t_is $? 0 "$mode checkpoints on a full disk: the training ends normally (exit 0)"
+        t_like "$T_TMP/out" "checkpoint [0-9]+ not committed \(DDL_ERR_IO.*No space left on device" \
+            "... each failed commit is reported with its cause"
+        got=$(sed -n 's/^checksums: all 4 ranks agree (\(0x[0-9a-f]*\))$/\1/p' "$T_TMP/out")
+        t_is "$got" "$want" "... and the weights are those of the run with checkpoints ($want)"
+    done
+    umount "$T_TMP/tiny"
+else
+    t_skip "a full disk needs root to mount a small tmpfs"
+fi
 t_done
