@@ -174,6 +174,10 @@ static int register_rank(int timeout_ms)
     snprintf(m.u.reg.cpus, sizeof m.u.reg.cpus, "%s", cpus ? cpus : "");
     snprintf(m.u.reg.gpu, sizeof m.u.reg.gpu, "%s", gpu ? gpu : "");
     snprintf(m.u.reg.nic, sizeof m.u.reg.nic, "%s", nic ? nic : "");
+    long restarts = 0; /* ddlrun --restarts: this generation's count, for status */
+    const char *rc = getenv("DDL_RESTART_COUNT");
+    if (rc && ddl_parse_long(rc, 0, 1000000, &restarts) == 0)
+        m.u.reg.restarts = (uint32_t)restarts;
     if (ddl_proto_send(agent_fd, &m) < 0 ||
         ddl_proto_recv(agent_fd, &m, timeout_ms, &err) < 0) {
         ddl_error("rank %ld: registration with the agent at %s failed: %s", rank, sock,
