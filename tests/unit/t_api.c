@@ -2,9 +2,12 @@
  * world of one, argument errors with their status codes and detail texts,
  * status strings, and init/finalize ordering.  Linked against the built
  * shared library, as a user program would be. */
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ddl.h"
 #include "../tap.h"
@@ -153,6 +156,38 @@ int main(void)
     is(ddl_finalize(), DDL_ERR_NOT_INITIALIZED, "second finalize");
     is(ddl_init(), DDL_OK, "init again after finalize");
     is(ddl_finalize(), DDL_OK, "finalize again");
+
+    /* heartbeats: a no-op without a supervisor; with DDL_HEARTBEAT_FD, a
+     * record (collectives so far, last step) at ddl_init, on ddl_heartbeat,
+     * and on a collective once 100 ms have passed */
+    is(ddl_heartbeat(5), DDL_OK, "ddl_heartbeat without a supervisor");
+    int hb[2];
+    char fdtext[16];
+    ok(pipe(hb) == 0, "a pipe for heartbeats");
+    snprintf(fdtext, sizeof fdtext, "%d", hb[1]);
+    setenv("DDL_HEARTBEAT_FD", fdtext, 1);
+    is(ddl_init(), DDL_OK, "ddl_init with DDL_HEARTBEAT_FD");
+    struct { uint64_t colls; int64_t step; } rec[8];
+    ssize_t got = read(hb[0], rec, sizeof rec);
+    ok(got == 16 && rec[0].step == -1, "ddl_init sent one record (%zd bytes, step %lld)", got,
+       got >= 16 ? (long long)rec[0].step : 0LL);
+    is(ddl_heartbeat(42), DDL_OK, "ddl_heartbeat(42)");
+    got = read(hb[0], rec, sizeof rec);
+    ok(got == 16 && rec[0].step == 42, "... sends step 42 at once");
+    usleep(120000);
+    is(ddl_barrier(ddl_comm_world()), DDL_OK, "a collective 120 ms later");
+    got = read(hb[0], rec, sizeof rec);
+    ok(got == 16 && rec[0].colls >= 1 && rec[0].step == 42,
+       "... sends a record counting it (%llu collectives, step %lld)",
+       got >= 16 ? (unsigned long long)rec[0].colls : 0ULL, got >= 16 ? (long long)rec[0].step : 0LL);
+    is(ddl_barrier(ddl_comm_world()), DDL_OK, "another at once");
+    int fl = fcntl(hb[0], F_GETFL);
+    fcntl(hb[0], F_SETFL, fl | O_NONBLOCK);
+    ok(read(hb[0], rec, sizeof rec) < 0, "... sends nothing (at most one record per 100 ms)");
+    is(ddl_finalize(), DDL_OK, "finalize with heartbeats");
+    unsetenv("DDL_HEARTBEAT_FD");
+    close(hb[0]);
+    close(hb[1]);
 
     ok(strncmp(ddl_status_str(DDL_ERR_PEER), "DDL_ERR_PEER", 12) == 0, "status string for PEER");
     ok(strncmp(ddl_status_str(DDL_ERR_CUDA), "DDL_ERR_CUDA", 12) == 0, "status string for CUDA");
