@@ -95,13 +95,18 @@ static ddl_status_t copy_input(const ddl_opdesc_t *d)
 
 ddl_status_t ddl_execute(const ddl_opdesc_t *d)
 {
-    ddl_comm_t *comm = d->comm;
-    ddl_status_t st = ddl_comm_check_abort(comm);
+    ddl_status_t st = ddl_comm_check_abort(d->comm);
     if (st != DDL_OK)
         return st;
     ddl_beat(1, 0);
-    if (ddl_gpu_desc_on_device(d))
-        return ddl_gpu_execute(d); /* staged: runs the host copy through here */
+    if (ddl_gpu_staged(d, &st))
+        return st; /* a device buffer: run on host copies (ddl_execute_host) */
+    return ddl_execute_host(d);
+}
+
+ddl_status_t ddl_execute_host(const ddl_opdesc_t *d)
+{
+    ddl_comm_t *comm = d->comm;
     switch (d->kind) {
     case DDL_OPK_ALLREDUCE:
         if (d->count == 0)

@@ -155,8 +155,11 @@ ddl_status_t ddl_tl_sendrecv(ddl_comm_t *comm, uint32_t seq, int dst, const void
 const char *ddl_opkind_str(ddl_opkind_t k);
 /* ddl_validate: check a descriptor before it is run or queued. */
 ddl_status_t ddl_validate(const ddl_opdesc_t *d);
-/* ddl_execute: run a validated collective to completion in this thread. */
+/* ddl_execute: run a validated collective to completion in this thread
+ * (abort check, heartbeat, device buffers staged, then ddl_execute_host);
+ * ddl_execute_host: the algorithms alone, on host buffers. */
 ddl_status_t ddl_execute(const ddl_opdesc_t *d);
+ddl_status_t ddl_execute_host(const ddl_opdesc_t *d);
 /* ddl_engine_post: queue d for the progress thread (started on first use). */
 ddl_status_t ddl_engine_post(const ddl_opdesc_t *d, ddl_request_t **req);
 /* ddl_engine_stop: finish queued requests and join the thread. */
@@ -324,19 +327,23 @@ void ddl_beat(int collective, int force);
  * ddl_gpu_init (ddl_init) counts the devices; ddl_gpu_fini frees the
  * staging buffers (the device count is the public ddl_gpu_count(), which
  * init.c defines as 0 without CUDA).  ddl_gpu_on_device: p is device memory.
- * ddl_gpu_desc_on_device: a buffer of d is; then ddl_gpu_execute runs d
- * staged through pinned host memory. */
+ * ddl_gpu_staged: 0 if no buffer of d is device memory (nothing done);
+ * else 1, having run d staged through pinned host memory, its status in
+ * *st. */
 #ifdef HAVE_CUDA
 void ddl_gpu_init(void);
 void ddl_gpu_fini(void);
 int ddl_gpu_on_device(const void *p);
-int ddl_gpu_desc_on_device(const ddl_opdesc_t *d);
-ddl_status_t ddl_gpu_execute(const ddl_opdesc_t *d);
+int ddl_gpu_staged(const ddl_opdesc_t *d, ddl_status_t *st);
 #else
 static inline void ddl_gpu_init(void) {}
 static inline void ddl_gpu_fini(void) {}
-static inline int ddl_gpu_desc_on_device(const ddl_opdesc_t *d) { (void)d; return 0; }
-static inline ddl_status_t ddl_gpu_execute(const ddl_opdesc_t *d) { (void)d; return DDL_ERR_INTERNAL; }
+static inline int ddl_gpu_staged(const ddl_opdesc_t *d, ddl_status_t *st)
+{
+    (void)d;
+    (void)st;
+    return 0;
+}
 #endif
 
 /* ---- checkpoints (checkpoint.c) ---- */

@@ -145,37 +145,34 @@ static void extents(const ddl_opdesc_t *d, size_t *send, size_t *recv, int *recv
         *recv = 0;
 }
 
-int ddl_gpu_desc_on_device(const ddl_opdesc_t *d)
+int ddl_gpu_staged(const ddl_opdesc_t *d, ddl_status_t *st)
 {
     if (gpu_count <= 0 || d->kind == DDL_OPK_BARRIER)
         return 0;
-    return ddl_gpu_on_device(d->sendbuf) || ddl_gpu_on_device(d->recvbuf);
-}
-
-ddl_status_t ddl_gpu_execute(const ddl_opdesc_t *d)
-{
+    const int send_dev = ddl_gpu_on_device(d->sendbuf), recv_dev = ddl_gpu_on_device(d->recvbuf);
+    if (!send_dev && !recv_dev)
+        return 0;
     size_t sbytes, rbytes;
     int recv_in;
-    ddl_status_t st = DDL_OK;
     extents(d, &sbytes, &rbytes, &recv_in);
     ddl_opdesc_t h = *d;
-    const int send_dev = ddl_gpu_on_device(d->sendbuf), recv_dev = ddl_gpu_on_device(d->recvbuf);
+    *st = DDL_OK;
     if (send_dev && sbytes) {
-        void *hs = stage_get(0, sbytes, &st);
-        if (!hs || (st = copy(hs, d->sendbuf, sbytes, "input to host")) != DDL_OK)
-            return st;
+        void *hs = stage_get(0, sbytes, st);
+        if (!hs || (*st = copy(hs, d->sendbuf, sbytes, "input to host")) != DDL_OK)
+            return 1;
         h.sendbuf = hs;
     }
     if (recv_dev && rbytes) {
-        void *hr = stage_get(1, rbytes, &st);
+        void *hr = stage_get(1, rbytes, st);
         if (!hr)
-            return st;
-        if (recv_in && (st = copy(hr, d->recvbuf, rbytes, "input to host")) != DDL_OK)
-            return st;
+            return 1;
+        if (recv_in && (*st = copy(hr, d->recvbuf, rbytes, "input to host")) != DDL_OK)
+            return 1;
         h.recvbuf = hr;
     }
-    st = ddl_execute(&h);
-    if (st == DDL_OK && recv_dev && rbytes)
-        st = copy(d->recvbuf, h.recvbuf, rbytes, "result to the device");
-    return st;
+    *st = ddl_execute_host(&h);
+    if (*st == DDL_OK && recv_dev && rbytes)
+        *st = copy(d->recvbuf, h.recvbuf, rbytes, "result to the device");
+    return 1;
 }

@@ -16,14 +16,10 @@
 #include <unistd.h>
 
 #include "ddl_int.h"
+#include "proto.h"
 #include "util.h"
 
 #define BEAT_MIN_MS 100
-
-typedef struct {
-    uint64_t collectives;
-    int64_t step; /* -1 until ddl_heartbeat() is called */
-} beat_rec_t;
 
 static int beat_fd = -1;
 static atomic_uint_fast64_t beat_colls;
@@ -58,7 +54,7 @@ void ddl_beat(int collective, int force)
         return;
     if (!atomic_compare_exchange_strong(&beat_last_ms, &last, now))
         return; /* another thread is beating right now */
-    beat_rec_t r = {atomic_load(&beat_colls), atomic_load(&beat_step)};
+    ddl_beat_rec_t r = {atomic_load(&beat_colls), atomic_load(&beat_step)};
     ssize_t n = write(beat_fd, &r, sizeof r); /* full pipe or gone: dropped */
     (void)n;
 }

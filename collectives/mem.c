@@ -228,22 +228,29 @@ int ddl_mem_mapped_count(void)
     return atomic_load_explicit(&mapped_count, memory_order_relaxed);
 }
 
+/* containing: the newest entry holding buf[0, len) (a mapped allocation
+ * only, if mapped_only), or NULL.  Called with mem_mu held. */
+static ddl_mem_t *containing(const void *buf, size_t len, int mapped_only)
+{
+    for (ddl_mem_t *m = mem_head; m; m = m->next)
+        if ((m->mapped || !mapped_only) && (const char *)buf >= m->base &&
+            (const char *)buf + len <= m->base + m->len)
+            return m;
+    return NULL;
+}
+
 int ddl_mem_mapped_at(const void *buf, size_t len, uint32_t *serial, uint64_t *off)
 {
-    int found = 0;
     if (ddl_mem_mapped_count() == 0)
         return 0;
     pthread_mutex_lock(&mem_mu);
-    for (ddl_mem_t *m = mem_head; m; m = m->next)
-        if (m->mapped && (const char *)buf >= m->base &&
-            (const char *)buf + len <= m->base + m->len) {
-            *serial = m->serial;
-            *off = (uint64_t)((const char *)buf - m->base);
-            found = 1;
-            break;
-        }
+    ddl_mem_t *m = containing(buf, len, 1);
+    if (m) {
+        *serial = m->serial;
+        *off = (uint64_t)((const char *)buf - m->base);
+    }
     pthread_mutex_unlock(&mem_mu);
-    return found;
+    return m != NULL;
 }
 
 const char *ddl_mem_peer_view(uint32_t serial, int peer, uint64_t off)
@@ -275,15 +282,11 @@ ddl_status_t ddl_mem_deregister(ddl_mem_t *mem)
 
 void *ddl_mem_lookup(const void *buf, size_t len)
 {
-    void *memh = NULL;
     if (atomic_load_explicit(&mem_count, memory_order_relaxed) == 0)
         return NULL;
     pthread_mutex_lock(&mem_mu);
-    for (ddl_mem_t *m = mem_head; m; m = m->next)
-        if ((const char *)buf >= m->base && (const char *)buf + len <= m->base + m->len) {
-            memh = m->memh;
-            break;
-        }
+    ddl_mem_t *m = containing(buf, len, 0);
+    void *memh = m ? m->memh : NULL;
     pthread_mutex_unlock(&mem_mu);
     return memh;
 }

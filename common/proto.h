@@ -61,6 +61,17 @@ const char *ddl_rank_state_str(int state);
 /* Placement strings as ddl-launch reports them (longer ones are cut). */
 #define DDL_PLACE_LEN 128
 
+/* Heartbeats, worker (libddl) -> its ddl-launch, over the pipe in
+ * DDL_HEARTBEAT_FD: fixed records in host byte order (same machine). */
+typedef struct {
+    uint64_t collectives; /* collectives started so far */
+    int64_t step;         /* last ddl_heartbeat() step, -1: none */
+} ddl_beat_rec_t;
+
+/* ddl-launch's exit status after killing its hung worker (ddlrun reports
+ * it as a hang). */
+#define DDL_EXIT_HANG 92
+
 /* "never heard of" in the *_heard_ms ages below. */
 #define DDL_HEARD_NEVER UINT32_MAX
 

@@ -38,6 +38,7 @@
 #include "ddl_version.h"
 #include "ddlrun.h"
 #include "log.h"
+#include "proto.h"
 #include "topo.h"
 
 typedef struct {
@@ -306,7 +307,7 @@ static int rank_of_pid(run_t *r, pid_t pid)
  * a hung worker (only meaningful with --hang-timeout). */
 static int is_hang(const run_t *r, int status)
 {
-    return r->o.hang_ms && WIFEXITED(status) && WEXITSTATUS(status) == DDLRUN_EXIT_HANG;
+    return r->o.hang_ms && WIFEXITED(status) && WEXITSTATUS(status) == DDL_EXIT_HANG;
 }
 
 /* cause_score: how likely a rank's ending is a failure's root cause rather

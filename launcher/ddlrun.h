@@ -15,7 +15,6 @@
  * usage text and docs/user-guide.md). */
 #define DDLRUN_EXIT_RESTARTS_SPENT 90 /* failed after every allowed restart */
 #define DDLRUN_EXIT_CRASH_LOOP 91     /* no checkpoint progress: do not requeue */
-#define DDLRUN_EXIT_HANG 92           /* a rank's ddl-launch killed its hung worker */
 
 typedef enum {
     DDLRUN_BIND_AUTO = 0, /* GPU, NIC and cores from the topology (the default) */

@@ -54,31 +54,24 @@
 #include "util.h"
 
 #define REGISTER_TIMEOUT_MS 10000
-#define DDL_EXIT_HANG 92 /* the worker hung and was killed (see ddlrun) */
 #define SLURM_REGISTER_TIMEOUT_MS 60000 /* the node's first task may still be booting */
 
 static int agent_fd = -1;
-
 static long rank = -1;
 
-/* The worker's heartbeats (libddl's heartbeat.c writes these records). */
-typedef struct {
-    uint64_t collectives;
-    int64_t step;
-} beat_rec_t;
-
+/* Watching the worker's heartbeats (ddl_beat_rec_t, from libddl). */
 typedef struct {
     int fd;           /* read end, -1: not watching */
     long timeout_ms;  /* DDL_HANG_TIMEOUT_MS, 0: off */
     int64_t last_ms;  /* when the last record came, 0: none yet */
-    beat_rec_t last;
+    ddl_beat_rec_t last;
 } beats_t;
 
 /* beats_read: take every record waiting; stop watching at end of file
  * (the worker closed its end or ended). */
 static void beats_read(beats_t *b)
 {
-    beat_rec_t r[64];
+    ddl_beat_rec_t r[64];
     for (;;) {
         ssize_t n = read(b->fd, r, sizeof r);
         if (n > 0) {
@@ -387,6 +380,11 @@ int main(int argc, char **argv)
         ddl_error("DDL_GRACE_MS='%s' is not a number of milliseconds (0-600000)", g);
         return 2;
     }
+    const char *hv = getenv("DDL_HANG_TIMEOUT_MS");
+    if (hv && *hv && ddl_parse_long(hv, 0, 86400000, &beats.timeout_ms) < 0) {
+        ddl_error("DDL_HANG_TIMEOUT_MS='%s' is not a number of milliseconds (0-86400000)", hv);
+        return 2;
+    }
 
     /* Dispositions survive exec: slurmstepd's task may ignore SIGCHLD, and
      * then no child's end would ever be seen. */
@@ -428,11 +426,6 @@ int main(int argc, char **argv)
         return 1;
 
     int beat_pipe[2] = {-1, -1};
-    const char *hv = getenv("DDL_HANG_TIMEOUT_MS");
-    if (hv && *hv && ddl_parse_long(hv, 0, 86400000, &beats.timeout_ms) < 0) {
-        ddl_error("DDL_HANG_TIMEOUT_MS='%s' is not a number of milliseconds (0-86400000)", hv);
-        return 2;
-    }
     if (beats.timeout_ms > 0 && pipe2(beat_pipe, O_CLOEXEC) < 0) {
         ddl_warn("rank %ld: pipe for heartbeats: %m; hangs will not be detected", rank);
         beats.timeout_ms = 0;
