@@ -16,8 +16,15 @@
  *
  * Linked agents send each other PEER_BEAT every heartbeat interval; with
  * the time each rank was last heard from, that is what `status` reports as
- * the health of ranks and peers.  (Acting on silence is fault tolerance's
- * work, not this file's yet.)
+ * the health of ranks and peers.
+ *
+ * Recovery (opts->supervise, see agent.h): supervisors send FAILURE; the
+ * others' agents forward it to the leader, which collects failures for
+ * FAILURE_WINDOW_MS, decides, writes the failure summary and sends
+ * GENERATION to every agent; each agent fences its exchanges to the new
+ * generation and passes the decision to its supervisors.  A linked agent
+ * silent for node_timeout_ms is lost: on the leader that is a node-lost
+ * failure, on the others the loss of the leader, which stops their ranks.
  */
 #include "config.h"
 
@@ -34,6 +41,7 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +53,8 @@
 enum { CONN_UNIX, CONN_TCP_NEW, CONN_PEER, CONN_LEADER };
 
 #define HELLO_TIMEOUT_MS 10000 /* a TCP connection that has not said PEER_HELLO is dropped */
+#define FAILURE_WINDOW_MS 30   /* failures this close to the first are compared for the cause */
+#define BACKOFF_MS 500         /* before the first restart; doubles up to 16 times that */
 
 typedef struct {
     int fd;
@@ -54,6 +64,7 @@ typedef struct {
     pid_t pid;
     int rank; /* rank whose supervisor this is, -1 otherwise */
     int64_t opened_ms; /* CONN_TCP_NEW: must say hello within HELLO_TIMEOUT_MS */
+    int64_t heard_ms;  /* CONN_PEER, CONN_LEADER: last message on the link */
     uint8_t *in;
     size_t in_len, in_cap;
     uint8_t *out;
@@ -68,6 +79,17 @@ typedef struct {
     char host[DDL_PLACE_LEN];
     char addr[64];
 } peer_t;
+
+/* A failure as the leader compares them. */
+typedef struct {
+    uint32_t gen;
+    int64_t rank; /* the failed task (slot), -1: the whole node */
+    uint32_t node;
+    uint8_t cls;
+    int32_t wstatus;
+    char host[DDL_PLACE_LEN];
+    char text[512];
+} failure_t;
 
 typedef struct {
     const ddl_agent_opts_t *opts;
@@ -92,7 +114,65 @@ typedef struct {
     uint32_t *ag_len;
     conn_t **ag_waiter;
     int shutting_down;
+    /* recovery (opts->supervise) */
+    uint32_t gen;          /* the step's generation */
+    int final;             /* stop or finish decided: no generation follows */
+    int node_timeout_ms;
+    uint8_t *exited;       /* leader: per rank, exited 0 in this generation */
+    uint32_t nexited;
+    uint32_t restarts_used; /* leader */
+    int64_t decide_at;     /* leader: end of the failure window, 0: none open */
+    failure_t cause;       /* leader: the likeliest root cause in the window */
+    int64_t ckpt_best;     /* leader: newest checkpoint step at a failure so far */
+    uint32_t stalled;      /* leader: failures in a row without checkpoint progress */
+    char last_failure[1100]; /* the last failure and its decision, for status; "" none */
+    /* the world of this generation: with spares or shrinking allowed, whole
+     * nodes of tpn tasks in block order (slot = Slurm task = n * tpn + j)
+     * hold world ranks node_rank[n] * tpn + j; otherwise rank = slot */
+    uint32_t world;         /* ranks in the world */
+    uint32_t nlocal_active; /* of them on this node */
+    uint32_t tpn;           /* tasks per node (with a map) */
+    uint32_t *node_rank;    /* per node: its position in the world, NO_RANK: idle; NULL: no map */
+    uint32_t *slot_of_rank; /* per world rank: its slot (with a map) */
+    uint8_t *lost;          /* per node: lost */
 } agent_t;
+
+#define NO_RANK UINT32_MAX
+
+/* slot_of: the slot (Slurm task) that holds world rank r. */
+static uint32_t slot_of(const agent_t *a, uint32_t r)
+{
+    return a->node_rank ? a->slot_of_rank[r] : r;
+}
+
+/* rank_of: the world rank slot s holds now (-1: none, it is idle). */
+static int64_t rank_of(const agent_t *a, int64_t s)
+{
+    if (!a->node_rank || s < 0)
+        return s;
+    uint32_t pos = a->node_rank[(uint32_t)s / a->tpn];
+    return pos == NO_RANK ? -1 : (int64_t)pos * a->tpn + (uint32_t)s % a->tpn;
+}
+
+/* remap: world, slot_of_rank and nlocal_active from node_rank. */
+static void remap(agent_t *a)
+{
+    if (!a->node_rank) {
+        a->world = a->opts->size;
+        a->nlocal_active = a->nlocal;
+        return;
+    }
+    a->world = a->nlocal_active = 0;
+    for (uint32_t n = 0; n < a->opts->nnodes; n++) {
+        if (a->node_rank[n] == NO_RANK)
+            continue;
+        for (uint32_t j = 0; j < a->tpn; j++)
+            a->slot_of_rank[a->node_rank[n] * a->tpn + j] = n * a->tpn + j;
+        a->world += a->tpn;
+        if (n == a->opts->node_id)
+            a->nlocal_active = a->tpn;
+    }
+}
 
 static void conn_free(conn_t *c)
 {
@@ -248,7 +328,7 @@ static void deliver_result(agent_t *a, const ddl_msg_t *m)
 static void ag_complete(agent_t *a)
 {
     size_t total = 0;
-    uint32_t n = a->opts->size;
+    uint32_t n = a->world;
     for (uint32_t i = 0; i < n; i++)
         total += a->ag_len[i];
     uint8_t *data = malloc(total ? total : 1);
@@ -273,8 +353,10 @@ static void ag_complete(agent_t *a)
     m.u.allgather_result.lens = a->ag_len;
     m.u.allgather_result.data = data;
     deliver_result(a, &m);
-    for (size_t i = 0; i < a->nconns; i++)
-        if (a->conns[i]->kind == CONN_PEER)
+    for (size_t i = 0; i < a->nconns; i++) /* the nodes in the world (not the spares) */
+        if (a->conns[i]->kind == CONN_PEER &&
+            (!a->node_rank || (a->conns[i]->node_id < a->opts->nnodes &&
+                               a->node_rank[a->conns[i]->node_id] != NO_RANK)))
             conn_queue(a->conns[i], &m);
     ddl_debug("allgather %u of generation %u complete (%zu bytes)", a->ag_seq, a->ag_gen, total);
     free(data);
@@ -300,8 +382,8 @@ static void ag_send_up(agent_t *a)
     uint32_t *ranks = calloc(a->nlocal ? a->nlocal : 1, sizeof *ranks);
     uint32_t *lens = calloc(a->nlocal ? a->nlocal : 1, sizeof *lens);
     size_t total = 0, off = 0, k = 0;
-    for (uint32_t r = 0; r < a->opts->size; r++)
-        if (a->is_local[r])
+    for (uint32_t r = 0; r < a->world; r++)
+        if (a->is_local[slot_of(a, r)])
             total += a->ag_len[r];
     uint8_t *data = malloc(total ? total : 1);
     if (!ranks || !lens || !data) {
@@ -311,8 +393,8 @@ static void ag_send_up(agent_t *a)
         ag_fail(a, ENOMEM, "agent out of memory");
         return;
     }
-    for (uint32_t r = 0; r < a->opts->size; r++) {
-        if (!a->is_local[r])
+    for (uint32_t r = 0; r < a->world; r++) {
+        if (!a->is_local[slot_of(a, r)])
             continue;
         ranks[k] = r;
         lens[k] = a->ag_len[r];
@@ -324,7 +406,7 @@ static void ag_send_up(agent_t *a)
     ddl_msg_t m = {.type = DDL_MSG_NODE_GATHER};
     m.u.node_gather.gen = a->ag_gen;
     m.u.node_gather.seq = a->ag_seq;
-    m.u.node_gather.size = a->opts->size;
+    m.u.node_gather.size = a->world;
     m.u.node_gather.count = (uint32_t)k;
     m.u.node_gather.ranks = ranks;
     m.u.node_gather.lens = lens;
@@ -342,9 +424,9 @@ static void ag_send_up(agent_t *a)
 /* ag_check: act on an exchange whose contributions may be complete. */
 static void ag_check(agent_t *a)
 {
-    if (a->leader && a->ag_got == a->opts->size)
+    if (a->leader && a->ag_got == a->world)
         ag_complete(a);
-    else if (!a->leader && a->ag_got == a->nlocal)
+    else if (!a->leader && a->ag_got == a->nlocal_active)
         ag_send_up(a);
 }
 
@@ -352,19 +434,25 @@ static void handle_allgather(agent_t *a, conn_t *c, ddl_msg_t *m)
 {
     char why[160];
     typeof(m->u.allgather) *g = &m->u.allgather;
-    if (g->size != a->opts->size) {
+    if (g->size != a->world) {
         snprintf(why, sizeof why, "world size %u does not match the step's %u", g->size,
-                 a->opts->size);
+                 a->world);
         conn_error(c, EINVAL, why);
         return;
     }
-    if (!a->is_local[g->rank]) {
+    if (!a->is_local[slot_of(a, g->rank)]) {
         snprintf(why, sizeof why, "rank %u does not run on node %u", g->rank, a->opts->node_id);
         conn_error(c, EINVAL, why);
         return;
     }
     if (!a->leader && !a->up) {
         conn_error(c, ECONNRESET, "this node's agent lost its link to the leader agent");
+        return;
+    }
+    if (a->opts->supervise && (g->gen != a->gen || a->final)) {
+        snprintf(why, sizeof why, "generation %u is over (the step is %s generation %u)", g->gen,
+                 a->final ? "stopping in" : "in", a->gen);
+        conn_error(c, ESTALE, why);
         return;
     }
     if (a->ag_active && (g->seq != a->ag_seq || g->gen != a->ag_gen)) {
@@ -387,10 +475,10 @@ static void handle_allgather(agent_t *a, conn_t *c, ddl_msg_t *m)
     g->data = NULL;
     heard_rank(a, g->rank);
     a->ag_got++;
-    if (a->ranks[g->rank].wpid == 0)
-        a->ranks[g->rank].wpid = c->pid;
+    if (a->ranks[slot_of(a, g->rank)].wpid == 0)
+        a->ranks[slot_of(a, g->rank)].wpid = c->pid;
     ddl_debug("allgather %u: rank %u in (%u of %u)", g->seq, g->rank, a->ag_got,
-              a->leader ? a->opts->size : a->nlocal);
+              a->leader ? a->world : a->nlocal_active);
     ag_check(a);
 }
 
@@ -399,16 +487,21 @@ static void handle_node_gather(agent_t *a, conn_t *c, ddl_msg_t *m)
 {
     typeof(m->u.node_gather) *g = &m->u.node_gather;
     char why[160];
-    if (g->size != a->opts->size ||
+    if (a->opts->supervise && g->gen < a->gen) {
+        ddl_debug("node %u: ignoring its exchange of generation %u (the step is in %u)",
+                  c->node_id, g->gen, a->gen);
+        return;
+    }
+    if (g->size != a->world || (a->opts->supervise && g->gen != a->gen) ||
         (a->ag_active && (g->seq != a->ag_seq || g->gen != a->ag_gen))) {
         snprintf(why, sizeof why, "node %u: exchange %u/%u of %u ranks does not match %u/%u of "
-                 "%u", c->node_id, g->gen, g->seq, g->size, a->ag_gen, a->ag_seq, a->opts->size);
+                 "%u", c->node_id, g->gen, g->seq, g->size, a->ag_gen, a->ag_seq, a->world);
         ddl_error("%s", why);
         conn_error(c, EINVAL, why);
         return;
     }
     for (uint32_t i = 0; i < g->count; i++)
-        if (a->is_local[g->ranks[i]] || a->ag_blob[g->ranks[i]]) {
+        if (a->is_local[slot_of(a, g->ranks[i])] || a->ag_blob[g->ranks[i]]) {
             snprintf(why, sizeof why, "node %u sent rank %u, which is already in", c->node_id,
                      g->ranks[i]);
             ddl_error("%s", why);
@@ -432,7 +525,7 @@ static void handle_node_gather(agent_t *a, conn_t *c, ddl_msg_t *m)
         a->ag_got++;
     }
     ddl_debug("allgather %u: node %u's %u ranks in (%u of %u)", g->seq, c->node_id, g->count,
-              a->ag_got, a->opts->size);
+              a->ag_got, a->world);
     ag_check(a);
 }
 
@@ -441,7 +534,7 @@ static void handle_result(agent_t *a, ddl_msg_t *m)
 {
     typeof(m->u.allgather_result) *r = &m->u.allgather_result;
     if (!a->ag_active || r->gen != a->ag_gen || r->seq != a->ag_seq ||
-        r->count != a->opts->size) {
+        r->count != a->world) {
         ddl_warn("ignoring a result %u/%u from the leader (waiting for %u/%u)", r->gen, r->seq,
                  a->ag_gen, a->ag_seq);
         return;
@@ -475,6 +568,7 @@ static void handle_hello(agent_t *a, conn_t *c, ddl_msg_t *m)
     }
     c->kind = CONN_PEER;
     c->node_id = h->node_id;
+    c->heard_ms = ddl_now_ms();
     peer_t *p = &a->peers[h->node_id];
     p->state = DDL_PEER_UP;
     p->heard_at = ddl_now_ms();
@@ -528,7 +622,7 @@ static void handle_status(agent_t *a, conn_t *c)
     }
     m.u.status.step = (char *)a->opts->step;
     m.u.status.size = a->opts->size;
-    m.u.status.gen = a->ag_gen;
+    m.u.status.gen = a->gen > a->ag_gen ? a->gen : a->ag_gen;
     m.u.status.agent_pid = (int32_t)getpid();
     m.u.status.nranks = k;
     m.u.status.ranks = mine;
@@ -542,10 +636,393 @@ static void handle_status(agent_t *a, conn_t *c)
     m.u.status.ckpt_step = -1;
     m.u.status.ckpt_age_ms = DDL_HEARD_NEVER;
     ckpt_latest(a->ckpt_dir, &m.u.status.ckpt_step, &m.u.status.ckpt_age_ms);
+    m.u.status.last_failure = a->last_failure[0] ? a->last_failure : NULL;
     conn_queue(c, &m);
     free(mine);
     free(peers);
     c->close_after_flush = 1;
+}
+
+/* ------------------------------------------------------------------ recovery */
+
+static void conn_drop(agent_t *a, size_t idx);
+
+/* to_supervisors / to_peers: queue m for this node's rank supervisors, or
+ * for every agent linked to this one (the leader: all the others). */
+static void to_supervisors(agent_t *a, const ddl_msg_t *m)
+{
+    for (size_t i = 0; i < a->nconns; i++)
+        if (a->conns[i]->kind == CONN_UNIX && a->conns[i]->rank >= 0)
+            conn_queue(a->conns[i], m);
+}
+
+static void to_peers(agent_t *a, const ddl_msg_t *m)
+{
+    for (size_t i = 0; i < a->nconns; i++)
+        if (a->conns[i]->kind == CONN_PEER)
+            conn_queue(a->conns[i], m);
+}
+
+/* apply_generation: act on a decision (made here or received from the
+ * leader): fence the exchanges to the new generation, pass it on. */
+static void apply_generation(agent_t *a, const ddl_msg_t *m)
+{
+    const typeof(m->u.generation) *g = &m->u.generation;
+    if (a->final)
+        return;
+    if (g->cause && *g->cause)
+        snprintf(a->last_failure, sizeof a->last_failure, "%s", g->cause);
+    if (g->action == DDL_GEN_RESTART) {
+        if (g->gen <= a->gen) {
+            ddl_warn("ignoring a restart into generation %u (this step is in %u)", g->gen, a->gen);
+            return;
+        }
+        a->gen = g->gen;
+        ag_fail(a, ECANCELED, "the step is restarting: this exchange's generation is over");
+        if (a->node_rank && g->nnodes == a->opts->nnodes && g->node_rank) {
+            memcpy(a->node_rank, g->node_rank, g->nnodes * sizeof *a->node_rank);
+            remap(a);
+        }
+        for (uint32_t r = 0; r < a->opts->size; r++)
+            if (a->is_local[r])
+                a->ranks[r].restarts = g->gen;
+        if (a->exited)
+            memset(a->exited, 0, a->opts->size);
+        a->nexited = 0;
+    } else {
+        a->final = 1;
+        ag_fail(a, ECANCELED, "the step is stopping");
+    }
+    to_supervisors(a, m);
+}
+
+/* fail_line: "rank 3 on node 1 (n2): worker 123 was killed by signal 9" */
+static void fail_line(const agent_t *a, const failure_t *f, char *buf, size_t len)
+{
+    char who[64];
+    if (f->rank >= 0 && rank_of(a, f->rank) != f->rank)
+        snprintf(who, sizeof who, "rank %lld (task %lld) on node %u",
+                 (long long)rank_of(a, f->rank), (long long)f->rank, f->node);
+    else if (f->rank >= 0)
+        snprintf(who, sizeof who, "rank %lld on node %u", (long long)f->rank, f->node);
+    else
+        snprintf(who, sizeof who, "node %u", f->node);
+    snprintf(buf, len, "%s (%s): %s [%s]", who, f->host[0] ? f->host : "?", f->text,
+             ddl_fail_class_str(f->cls));
+}
+
+/* new_world: the world after node `lost`: a live spare in its place, else
+ * the others renumbered if --ddl-min-nodes allows.  Returns the new
+ * node_rank (malloc'd) and says what changed in `what` (" on N nodes, node
+ * S in place of node L"), or NULL if no world can be formed. */
+static uint32_t *new_world(agent_t *a, uint32_t lost, char *what, size_t len)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    uint32_t *map = malloc(o->nnodes * sizeof *map);
+    if (!map)
+        return NULL;
+    memcpy(map, a->node_rank, o->nnodes * sizeof *map);
+    map[lost] = NO_RANK;
+    uint32_t spare = NO_RANK, active = 0;
+    for (uint32_t n = 0; n < o->nnodes; n++) {
+        if (n != lost && map[n] != NO_RANK)
+            active++;
+        if (spare == NO_RANK && n != lost && map[n] == NO_RANK && !a->lost[n] &&
+            a->peers[n].state == DDL_PEER_UP)
+            spare = n;
+    }
+    if (spare != NO_RANK) {
+        map[spare] = a->node_rank[lost];
+        snprintf(what, len, " (spare node %u, %s, in place of node %u)", spare,
+                 a->peers[spare].host[0] ? a->peers[spare].host : "?", lost);
+        return map;
+    }
+    if (o->min_nodes && active >= o->min_nodes && active > 0) {
+        /* keep the order of the survivors: ranks move down past the gap */
+        uint32_t next = 0;
+        for (uint32_t pos = 0; pos < o->nnodes; pos++)
+            for (uint32_t n = 0; n < o->nnodes; n++)
+                if (n != lost && a->node_rank[n] == pos)
+                    map[n] = next++;
+        snprintf(what, len, " (shrunk to %u nodes, %u ranks: no spare node left)", active,
+                 active * a->tpn);
+        return map;
+    }
+    free(map);
+    return NULL;
+}
+
+/* decide: the leader, once the failure window has passed. */
+static void decide(agent_t *a)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    failure_t *f = &a->cause;
+    char line[800], cause[1100];
+    int64_t ck = -1;
+    uint32_t age;
+    a->decide_at = 0;
+    if (a->final)
+        return;
+    if (ckpt_latest(a->ckpt_dir, &ck, &age) < 0)
+        ck = -1;
+    fail_line(a, f, line, sizeof line);
+    ddl_msg_t m = {.type = DDL_MSG_GENERATION};
+    typeof(m.u.generation) *g = &m.u.generation;
+    g->gen = a->gen;
+    g->action = DDL_GEN_STOP;
+    const char *why = "";
+    char world[200] = "";
+    uint32_t *map = NULL;
+    if (f->cls == DDL_FAIL_NODE && a->node_rank && a->restarts_used < o->restarts &&
+        (map = new_world(a, f->node, world, sizeof world))) {
+        a->restarts_used++;
+        g->action = DDL_GEN_RESTART;
+        g->gen = a->gen + 1;
+        g->nnodes = o->nnodes;
+        g->node_rank = map;
+        uint32_t shift = a->restarts_used - 1 < 4 ? a->restarts_used - 1 : 4;
+        g->delay_ms = BACKOFF_MS << shift;
+    } else if (f->cls == DDL_FAIL_NODE || f->cls == DDL_FAIL_SUPERVISOR) {
+        g->code = DDL_EXIT_NODE_LOST;
+        why = a->node_rank && f->cls == DDL_FAIL_NODE
+                  ? (a->restarts_used >= o->restarts
+                         ? "the restarts allowed (--ddl-restarts) are spent"
+                         : "no spare node is left and --ddl-min-nodes does not allow fewer nodes")
+                  : "the world cannot be formed again without it (no spare node: --ddl-spares, "
+                    "--ddl-min-nodes)";
+    } else if (f->cls == DDL_FAIL_WORKER_START || a->restarts_used >= o->restarts) {
+        /* without restarts, the step ends as the failed worker did */
+        g->code = o->restarts && f->cls != DDL_FAIL_WORKER_START ? DDL_EXIT_RESTARTS_SPENT
+                  : f->cls == DDL_FAIL_WORKER_HANG   ? DDL_EXIT_HANG
+                  : WIFSIGNALED(f->wstatus)          ? 128 + WTERMSIG(f->wstatus)
+                  : WIFEXITED(f->wstatus)            ? WEXITSTATUS(f->wstatus)
+                                                     : 1;
+        why = f->cls == DDL_FAIL_WORKER_START ? "a worker that never ran cannot be restarted"
+              : o->restarts ? "the restarts allowed (--ddl-restarts) are spent"
+                            : "no restart allowed (--ddl-restarts=0)";
+    } else {
+        a->stalled = ck > a->ckpt_best ? 0 : a->stalled + 1;
+        a->ckpt_best = ck > a->ckpt_best ? ck : a->ckpt_best;
+        if (a->ckpt_dir && o->crash_loop && a->stalled > o->crash_loop) {
+            g->code = DDL_EXIT_CRASH_LOOP;
+            why = "failures in a row without a new checkpoint: a crash loop (do not requeue)";
+        } else {
+            a->restarts_used++;
+            g->action = DDL_GEN_RESTART;
+            g->gen = a->gen + 1;
+            uint32_t shift = a->restarts_used - 1 < 4 ? a->restarts_used - 1 : 4;
+            g->delay_ms = BACKOFF_MS << shift;
+        }
+    }
+    if (g->action == DDL_GEN_RESTART) {
+        snprintf(cause, sizeof cause, "generation %u: %s; restart %u of %u: generation %u%s %s",
+                 f->gen, line, a->restarts_used, o->restarts, g->gen, world,
+                 ck >= 0 ? "resumes from the checkpoint" : "starts over");
+        if (ck >= 0)
+            snprintf(cause + strlen(cause), sizeof cause - strlen(cause), " of step %lld",
+                     (long long)ck);
+    } else if (g->code >= 0) {
+        snprintf(cause, sizeof cause, "generation %u: %s; stopping the step (exit status %d): %s",
+                 f->gen, line, g->code, why);
+    } else {
+        snprintf(cause, sizeof cause, "generation %u: %s; stopping the step: %s", f->gen, line,
+                 why);
+    }
+    g->cause = cause;
+    ddl_error("%s", cause);
+    if (a->ckpt_dir && *a->ckpt_dir) {
+        ddl_error_t err;
+        ddl_fail_summary_t s = {
+            .step = o->step,
+            .gen = f->gen,
+            .rank = rank_of(a, f->rank),
+            .node = f->node,
+            .host = f->host,
+            .cls = f->cls,
+            .wstatus = f->wstatus,
+            .text = f->text,
+            .decision = g->action == DDL_GEN_RESTART ? "restart" : "stop",
+            .exit_code = g->action == DDL_GEN_RESTART ? -1 : g->code,
+            .ckpt_step = ck,
+            .restarts_left = (int)(o->restarts - a->restarts_used),
+            .detected_ms = ddl_realtime_ms(),
+        };
+        if (ddl_fail_summary_write(a->ckpt_dir, &s, &err) < 0)
+            ddl_warn("%s", err.text);
+    }
+    to_peers(a, &m);
+    apply_generation(a, &m);
+    free(map);
+}
+
+/* leader_failure: the leader takes a failure into the current window. */
+static void leader_failure(agent_t *a, const failure_t *f)
+{
+    if (a->final)
+        return;
+    if (f->gen != a->gen) {
+        ddl_debug("ignoring a failure of generation %u (the step is in %u)", f->gen, a->gen);
+        return;
+    }
+    if (!a->decide_at) {
+        a->cause = *f;
+        a->decide_at = ddl_now_ms() + FAILURE_WINDOW_MS;
+    } else if (ddl_fail_score(f->cls, f->wstatus) >
+               ddl_fail_score(a->cause.cls, a->cause.wstatus)) {
+        char line[800];
+        fail_line(a, &a->cause, line, sizeof line);
+        ddl_info("taken as a consequence: %s", line);
+        a->cause = *f;
+    } else {
+        char line[800];
+        fail_line(a, f, line, sizeof line);
+        ddl_info("taken as a consequence: %s", line);
+    }
+}
+
+/* report_failure: a failure seen here goes to the leader (or is the leader's). */
+static void report_failure(agent_t *a, const failure_t *f)
+{
+    if (a->leader) {
+        leader_failure(a, f);
+        return;
+    }
+    if (!a->up || a->final)
+        return;
+    ddl_msg_t m = {.type = DDL_MSG_FAILURE};
+    m.u.failure.gen = f->gen;
+    m.u.failure.rank = f->rank < 0 ? UINT32_MAX : (uint32_t)f->rank;
+    m.u.failure.node_id = f->node;
+    m.u.failure.cls = f->cls;
+    m.u.failure.wstatus = f->wstatus;
+    m.u.failure.host = (char *)f->host;
+    m.u.failure.text = (char *)f->text;
+    conn_queue(a->up, &m);
+}
+
+/* failure_from: a FAILURE message (a supervisor's, or another agent's on
+ * the leader) as a failure_t of node `node`. */
+static void failure_from(agent_t *a, const ddl_msg_t *m, uint32_t node, const char *host,
+                         failure_t *f)
+{
+    const typeof(m->u.failure) *x = &m->u.failure;
+    memset(f, 0, sizeof *f);
+    f->gen = x->gen;
+    f->rank = x->rank < a->opts->size ? (int64_t)x->rank : -1;
+    f->node = node;
+    f->cls = x->cls;
+    f->wstatus = x->wstatus;
+    snprintf(f->host, sizeof f->host, "%s", host ? host : "");
+    snprintf(f->text, sizeof f->text, "%s", x->text && *x->text ? x->text : "failed");
+}
+
+/* rank_exited: the leader counts ranks that exited 0 in this generation;
+ * all of them: the step is finished. */
+static void rank_exited(agent_t *a, uint32_t rank, uint32_t gen)
+{
+    if (a->final || gen != a->gen || rank >= a->opts->size || a->exited[rank])
+        return;
+    a->exited[rank] = 1;
+    if (++a->nexited < a->world)
+        return;
+    ddl_msg_t m = {.type = DDL_MSG_GENERATION};
+    m.u.generation.gen = a->gen;
+    m.u.generation.action = DDL_GEN_FINISH;
+    ddl_debug("every rank exited 0 in generation %u: the step is finished", a->gen);
+    to_peers(a, &m);
+    apply_generation(a, &m);
+}
+
+/* link_lost: a link between agents closed or went silent while the step runs. */
+static void link_lost(agent_t *a, conn_t *c, const char *how)
+{
+    if (!a->opts->supervise || a->final || a->shutting_down)
+        return;
+    if (c->kind == CONN_LEADER) {
+        char cause[400];
+        snprintf(cause, sizeof cause, "generation %u: lost the leader agent (%s): %s; stopping "
+                 "this node's ranks (exit status %d)", a->gen, a->opts->leader, how,
+                 DDL_EXIT_NODE_LOST);
+        ddl_error("%s", cause);
+        ddl_msg_t m = {.type = DDL_MSG_GENERATION};
+        m.u.generation.gen = a->gen;
+        m.u.generation.action = DDL_GEN_STOP;
+        m.u.generation.code = DDL_EXIT_NODE_LOST;
+        m.u.generation.cause = cause;
+        apply_generation(a, &m);
+        return;
+    }
+    if (c->kind != CONN_PEER || c->node_id >= a->opts->nnodes || a->lost[c->node_id])
+        return;
+    a->lost[c->node_id] = 1;
+    if (a->node_rank && a->node_rank[c->node_id] == NO_RANK) {
+        uint32_t left = 0;
+        for (uint32_t n = 0; n < a->opts->nnodes; n++)
+            left += a->node_rank[n] == NO_RANK && !a->lost[n];
+        ddl_error("generation %u: spare node %u (%s) %s [node-lost]; %u spare node%s left", a->gen,
+                  c->node_id, a->peers[c->node_id].host, how, left, left == 1 ? "" : "s");
+        snprintf(a->last_failure, sizeof a->last_failure, "generation %u: spare node %u (%s) %s "
+                 "[node-lost]", a->gen, c->node_id, a->peers[c->node_id].host, how);
+        return;
+    }
+    failure_t f = {.gen = a->gen, .rank = -1, .node = c->node_id, .cls = DDL_FAIL_NODE};
+    snprintf(f.host, sizeof f.host, "%s", a->peers[c->node_id].host);
+    snprintf(f.text, sizeof f.text, "its agent %s", how);
+    leader_failure(a, &f);
+}
+
+/* check_silence: links quiet for longer than the node timeout are lost. */
+static void check_silence(agent_t *a)
+{
+    int64_t now = ddl_now_ms();
+    for (size_t i = a->nconns; i-- > 0;) {
+        conn_t *c = a->conns[i];
+        if ((c->kind != CONN_PEER && c->kind != CONN_LEADER) || now - c->heard_ms <= a->node_timeout_ms)
+            continue;
+        char how[96];
+        snprintf(how, sizeof how, "was silent for %.1f s (node timeout %.1f s)",
+                 (double)(now - c->heard_ms) / 1000.0, a->node_timeout_ms / 1000.0);
+        link_lost(a, c, how);
+        c->heard_ms = INT64_MAX / 2; /* reported: drop it without a second report */
+        conn_drop(a, i);
+    }
+}
+
+/* silence_due: ms until the next link could time out, -1: none linked. */
+static int silence_due(agent_t *a)
+{
+    int64_t due = -1, now = ddl_now_ms();
+    for (size_t i = 0; i < a->nconns; i++) {
+        conn_t *c = a->conns[i];
+        if (c->kind != CONN_PEER && c->kind != CONN_LEADER)
+            continue;
+        int64_t left = c->heard_ms + a->node_timeout_ms + 1 - now;
+        left = left < 0 ? 0 : left;
+        due = due < 0 || left < due ? left : due;
+    }
+    return (int)due;
+}
+
+/* handle_failure: FAILURE from one of this node's supervisors, or (on the
+ * leader) from another node's agent. */
+static void handle_failure(agent_t *a, conn_t *c, const ddl_msg_t *m)
+{
+    failure_t f;
+    if (c->kind == CONN_PEER) {
+        failure_from(a, m, c->node_id, m->u.failure.host, &f);
+        leader_failure(a, &f);
+        return;
+    }
+    uint32_t rank = m->u.failure.rank;
+    if (c->rank < 0 || (uint32_t)c->rank != rank) {
+        conn_error(c, EPERM, "FAILURE for a rank this connection did not register");
+        return;
+    }
+    a->ranks[rank].state = DDL_RANK_FAILED;
+    a->ranks[rank].wstatus = m->u.failure.wstatus;
+    heard_rank(a, rank);
+    failure_from(a, m, a->opts->node_id, a->host, &f);
+    report_failure(a, &f);
 }
 
 static void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m)
@@ -563,6 +1040,13 @@ static void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m)
             handle_node_gather(a, c, m);
         else if (c->kind == CONN_LEADER && m->type == DDL_MSG_ALLGATHER_RESULT)
             handle_result(a, m);
+        else if (c->kind == CONN_PEER && m->type == DDL_MSG_FAILURE && a->opts->supervise)
+            handle_failure(a, c, m);
+        else if (c->kind == CONN_PEER && m->type == DDL_MSG_RANK_STATE && a->opts->supervise &&
+                 m->u.rank_state.state == DDL_RANK_EXITED)
+            rank_exited(a, m->u.rank_state.rank, m->u.rank_state.gen);
+        else if (c->kind == CONN_LEADER && m->type == DDL_MSG_GENERATION)
+            apply_generation(a, m);
         else if (c->kind == CONN_LEADER && m->type == DDL_MSG_ERROR) {
             ddl_error("the leader agent refused this node's exchange: %s", m->u.error.text);
             ag_fail(a, m->u.error.code, m->u.error.text);
@@ -574,6 +1058,8 @@ static void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m)
         }
         if (linked && c->node_id < a->opts->nnodes)
             a->peers[c->node_id].heard_at = ddl_now_ms();
+        if (linked)
+            c->heard_ms = ddl_now_ms();
         return;
     }
     switch (m->type) {
@@ -615,6 +1101,17 @@ static void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m)
         a->ranks[rank].wstatus = m->u.rank_state.wstatus;
         heard_rank(a, rank);
         ddl_debug("rank %u is %s", rank, ddl_rank_state_str(m->u.rank_state.state));
+        if (a->opts->supervise && m->u.rank_state.state == DDL_RANK_EXITED) {
+            if (a->leader)
+                rank_exited(a, rank, m->u.rank_state.gen);
+            else if (a->up)
+                conn_queue(a->up, m);
+        }
+        return;
+    case DDL_MSG_FAILURE:
+        if (!a->opts->supervise)
+            break;
+        handle_failure(a, c, m);
         return;
     case DDL_MSG_ALLGATHER:
         handle_allgather(a, c, m);
@@ -635,12 +1132,23 @@ static void conn_drop(agent_t *a, size_t idx)
     conn_t *c = a->conns[idx];
     if (c->rank >= 0) {
         ddl_rank_info_t *r = &a->ranks[c->rank];
-        if (!a->shutting_down &&
-            (r->state == DDL_RANK_STARTING || r->state == DDL_RANK_RUNNING)) {
+        int live = r->state == DDL_RANK_STARTING || r->state == DDL_RANK_RUNNING;
+        if (a->opts->supervise && !a->final && !a->shutting_down) {
+            /* its supervisor waits for the decision until the step ends */
+            failure_t f = {.gen = a->gen, .rank = c->rank, .node = a->opts->node_id,
+                           .cls = DDL_FAIL_SUPERVISOR};
+            snprintf(f.host, sizeof f.host, "%s", a->host);
+            snprintf(f.text, sizeof f.text, "its supervisor ddl-launch (pid %d) is gone",
+                     (int)c->pid);
+            ddl_warn("supervisor of rank %d (pid %d) disconnected", c->rank, (int)c->pid);
+            r->state = DDL_RANK_FAILED;
+            report_failure(a, &f);
+        } else if (!a->shutting_down && !a->final && live) {
             ddl_warn("supervisor of rank %d (pid %d) disconnected while the rank was %s",
                      c->rank, (int)c->pid, ddl_rank_state_str(r->state));
             r->state = DDL_RANK_FAILED;
         }
+        c->rank = -1;
     }
     if (c->kind == CONN_LEADER) {
         a->up = NULL;
@@ -652,9 +1160,11 @@ static void conn_drop(agent_t *a, size_t idx)
                 ddl_info("the leader agent (%s) closed its link", a->opts->leader);
             ag_fail(a, ECONNRESET, "this node's agent lost its link to the leader agent");
         }
-    } else if (c->kind == CONN_PEER && !a->shutting_down) {
+    } else if (c->kind == CONN_PEER && !a->shutting_down && !a->final) {
         ddl_info("node %u's agent closed its link", c->node_id);
     }
+    if (c->heard_ms < INT64_MAX / 2 && (c->kind == CONN_PEER || c->kind == CONN_LEADER))
+        link_lost(a, c, "closed its link");
     if ((c->kind == CONN_PEER || c->kind == CONN_LEADER) && c->node_id < a->opts->nnodes)
         a->peers[c->node_id].state = DDL_PEER_LOST;
     for (uint32_t i = 0; i < a->opts->size; i++)
@@ -848,6 +1358,7 @@ static int connect_up(agent_t *a)
     c->fd = fd;
     c->kind = CONN_LEADER;
     c->node_id = UINT32_MAX; /* until its first beat */
+    c->heard_ms = ddl_now_ms();
     c->rank = -1;
     a->up = c;
     ddl_debug("node %u: linked to the leader agent at %s", o->node_id, o->leader);
@@ -858,6 +1369,12 @@ static int connect_up(agent_t *a)
  * as ended once supervisors have had time to register). */
 static int all_done(agent_t *a)
 {
+    if (a->opts->supervise) { /* the decision is made and every supervisor has gone */
+        for (size_t i = 0; a->final && i < a->nconns; i++)
+            if (a->conns[i]->kind == CONN_UNIX && a->conns[i]->rank >= 0)
+                return 0;
+        return a->final;
+    }
     int late = ddl_now_ms() - a->started_ms > 30000;
     for (uint32_t r = 0; r < a->opts->size; r++) {
         if (!a->is_local[r])
@@ -882,8 +1399,10 @@ static int setup(agent_t *a)
     a->is_local = calloc(n, 1);
     a->heard_at = calloc(n, sizeof *a->heard_at);
     a->peers = calloc(a->opts->nnodes ? a->opts->nnodes : 1, sizeof *a->peers);
+    a->exited = calloc(n, 1);
+    a->lost = calloc(a->opts->nnodes ? a->opts->nnodes : 1, 1);
     if (!a->ranks || !a->ag_blob || !a->ag_len || !a->ag_waiter || !a->is_local || !a->heard_at ||
-        !a->peers) {
+        !a->peers || !a->exited || !a->lost) {
         ddl_error("out of memory for a step of %u ranks", n);
         return -1;
     }
@@ -899,10 +1418,39 @@ static int setup(agent_t *a)
         a->is_local[r] = 1;
         a->nlocal++;
     }
+    if (o->spares || o->min_nodes) {
+        uint32_t nn = o->nnodes ? o->nnodes : 1;
+        a->tpn = n / nn;
+        if (n % nn || o->spares >= nn || o->min_nodes > nn - o->spares) {
+            ddl_error("--ddl-spares=%u --ddl-min-nodes=%u: a step of %u tasks on %u nodes %s", o->spares,
+                      o->min_nodes, n, nn, n % nn ? "needs the same number of tasks on every node"
+                      : o->spares >= nn ? "leaves no node to train on" : "has too few nodes");
+            return -1;
+        }
+        for (uint32_t r = 0; r < n; r++)
+            if (a->is_local[r] && r / a->tpn != o->node_id) {
+                ddl_error("--ddl-spares, --ddl-min-nodes: task %u runs on node %u, not in block "
+                          "order (srun --distribution=block)", r, o->node_id);
+                return -1;
+            }
+        a->node_rank = calloc(nn, sizeof *a->node_rank);
+        a->slot_of_rank = calloc(n, sizeof *a->slot_of_rank);
+        if (!a->node_rank || !a->slot_of_rank) {
+            ddl_error("out of memory");
+            return -1;
+        }
+        for (uint32_t i = 0; i < nn; i++)
+            a->node_rank[i] = i < nn - o->spares ? i : NO_RANK;
+    }
+    remap(a);
     a->leader = o->nnodes <= 1 || !o->leader;
     a->started_ms = ddl_now_ms();
     a->beat_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : 1000;
     a->ckpt_dir = getenv("DDL_CHECKPOINT_DIR");
+    a->node_timeout_ms = o->node_timeout_ms > 0 ? o->node_timeout_ms : 2000;
+    uint32_t age;
+    if (ckpt_latest(a->ckpt_dir, &a->ckpt_best, &age) < 0)
+        a->ckpt_best = -1;
     if (gethostname(a->host, sizeof a->host - 1) < 0)
         snprintf(a->host, sizeof a->host, "?");
     if (o->nnodes > 1 && a->leader && o->tcp_fd < 0) {
@@ -980,6 +1528,16 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
             left = left < 0 ? 0 : left;
             wait = wait < 0 || left < wait ? (int)left : wait;
         }
+        if (opts->supervise && !a.final) {
+            int due = silence_due(&a);
+            if (due >= 0 && (wait < 0 || due < wait))
+                wait = due;
+            if (a.decide_at) {
+                int64_t left = a.decide_at - ddl_now_ms();
+                left = left < 0 ? 0 : left;
+                wait = wait < 0 || left < wait ? (int)left : wait;
+            }
+        }
         if (poll(pfds, n, wait) < 0) {
             if (errno == EINTR)
                 continue;
@@ -1009,6 +1567,11 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
                              HELLO_TIMEOUT_MS / 1000);
                     conn_drop(&a, i);
                 }
+        }
+        if (opts->supervise && !a.final) {
+            check_silence(&a);
+            if (a.decide_at && ddl_now_ms() >= a.decide_at)
+                decide(&a);
         }
         /* Replies queued for connections other than the one that was read. */
         for (size_t i = a.nconns; i-- > 0;)
@@ -1057,6 +1620,10 @@ out:
     free(a.is_local);
     free(a.heard_at);
     free(a.peers);
+    free(a.exited);
+    free(a.lost);
+    free(a.node_rank);
+    free(a.slot_of_rank);
     if (a.tfd >= 0)
         close(a.tfd);
     if (a.sfd >= 0)

@@ -13,7 +13,21 @@
 /* A step on one node (ddlrun: the only node) or on several (Slurm): then
  * the agent of the node of rank 0 is the leader, listens on TCP and serves
  * the world-wide exchanges; the others connect to it and prove that they
- * belong to the step with its secret. */
+ * belong to the step with its secret.
+ *
+ * With supervise set, the leader also decides what follows a failure: a
+ * worker's (reported by its ddl-launch), a lost supervisor, or a lost node
+ * (a linked agent silent for node_timeout_ms or its link closed).  It
+ * compares the failures of a short window, names the likeliest root cause
+ * in one line and in the failure summary (DDL_CHECKPOINT_DIR), and sends
+ * every agent, which passes it to its supervisors, a DDL_MSG_GENERATION:
+ * restart in the next generation (budget, backoff, crash-loop guard), or
+ * stop with a DDL_EXIT_* status, or finish once every rank exited 0.  A
+ * lost node's ranks move to a spare node (spares), or the world shrinks
+ * (min_nodes); both need the same number of tasks on every node in block
+ * order.  A non-leader that loses the leader stops its own ranks
+ * (DDL_EXIT_NODE_LOST).
+ */
 typedef struct {
     const char *socket_path; /* where to listen (required) */
     const char *step;        /* step id shown by `status` (required) */
@@ -30,6 +44,16 @@ typedef struct {
     uint32_t secret_len;
     int exit_when_done;        /* exit once every local rank has ended */
     int heartbeat_ms;          /* between PEER_BEATs to linked agents (0: 1000) */
+    /* recovery (design §7; srun --ddl): ranks' supervisors report failures
+     * and wait for the leader's decision (a new generation, stop, finish). */
+    int supervise;             /* 0: ranks end on their own (ddlrun) */
+    uint32_t restarts;         /* restarts allowed (--ddl-restarts) */
+    uint32_t crash_loop;       /* restarts in a row without checkpoint progress
+                                * before giving up (0: off) */
+    int node_timeout_ms;       /* silence after which a linked agent is lost (0: 2000) */
+    uint32_t spares;           /* the last `spares` nodes wait idle to replace lost ones */
+    uint32_t min_nodes;        /* without a spare, a lost node shrinks the world down to
+                                * this many nodes (0: never shrink) */
 } ddl_agent_opts_t;
 
 /* ddl_agent_serve: run the daemon until SIGTERM/SIGINT or the parent's

@@ -3,6 +3,8 @@
  *   ddl-agent serve --socket PATH --step ID --size N [--ready-fd FD] [--parent PID]
  *                   [--node-id K --nnodes M --local-ranks LIST --secret-fd FD
  *                    (--tcp-fd FD | --leader IP:PORT)] [--exit-when-done]
+ *                   [--heartbeat MS] [--supervise [--restarts N] [--crash-loop K]
+ *                    [--node-timeout MS] [--spares K] [--min-nodes M]]
  *   ddl-agent status [--socket PATH] [--json]
  *   ddl-agent topo [--input FILE.xml] [--ranks N] [--gpus LIST] [--cpus LIST] [--json]
  *   ddl-agent config --check FILE [--partition NAME]
@@ -38,7 +40,9 @@ static void usage(FILE *f)
             "[--parent PID]\n"
             "                       [--node-id K --nnodes M --local-ranks LIST --secret-fd FD\n"
             "                        (--tcp-fd FD | --leader IP:PORT)] [--exit-when-done]\n"
-            "                       [--heartbeat MS]\n"
+            "                       [--heartbeat MS] [--supervise [--restarts N] "
+            "[--crash-loop K]\n"
+            "                        [--node-timeout MS] [--spares K] [--min-nodes M]]\n"
             "       ddl-agent --version | --help\n"
             "\n"
             "status   show the ddl steps running on this node: each rank's state, pids,\n"
@@ -153,6 +157,12 @@ static int cmd_serve(int argc, char **argv)
         {"leader", required_argument, NULL, 'l'},
         {"exit-when-done", no_argument, NULL, 'x'},
         {"heartbeat", required_argument, NULL, 'H'},
+        {"supervise", no_argument, NULL, 'V'},
+        {"restarts", required_argument, NULL, 'R'},
+        {"crash-loop", required_argument, NULL, 'C'},
+        {"node-timeout", required_argument, NULL, 'O'},
+        {"spares", required_argument, NULL, 'P'},
+        {"min-nodes", required_argument, NULL, 'm'},
         {NULL, 0, NULL, 0},
     };
     ddl_agent_opts_t o = {.ready_fd = -1, .tcp_fd = -1, .nnodes = 1};
@@ -221,6 +231,29 @@ static int cmd_serve(int argc, char **argv)
                            optarg);
             o.heartbeat_ms = (int)v;
             break;
+        case 'V':
+            o.supervise = 1;
+            break;
+        case 'R':
+        case 'C':
+            if (ddl_parse_long(optarg, 0, 100, &v) < 0)
+                return bad("serve: --%s: '%s' is not a number (0-100)",
+                           c == 'R' ? "restarts" : "crash-loop", optarg);
+            *(c == 'R' ? &o.restarts : &o.crash_loop) = (uint32_t)v;
+            break;
+        case 'P':
+        case 'm':
+            if (ddl_parse_long(optarg, 0, 1 << 20, &v) < 0)
+                return bad("serve: --%s: '%s' is not a number of nodes (0-1048576)",
+                           c == 'P' ? "spares" : "min-nodes", optarg);
+            *(c == 'P' ? &o.spares : &o.min_nodes) = (uint32_t)v;
+            break;
+        case 'O':
+            if (ddl_parse_long(optarg, 100, 600000, &v) < 0)
+                return bad("serve: --node-timeout: '%s' is not a number of milliseconds "
+                           "(100-600000)", optarg);
+            o.node_timeout_ms = (int)v;
+            break;
         default:
             free(local);
             return bad("serve: unknown option or missing value '%s'", argv[optind - 1]);
@@ -229,6 +262,11 @@ static int cmd_serve(int argc, char **argv)
     if (!o.socket_path || !o.step || o.size == 0) {
         free(local);
         return bad("serve: --socket, --step and --size are required");
+    }
+    if (o.heartbeat_ms && o.node_timeout_ms && o.heartbeat_ms >= o.node_timeout_ms) {
+        free(local);
+        return bad("serve: --heartbeat %d must be less than --node-timeout %d", o.heartbeat_ms,
+                   o.node_timeout_ms);
     }
     if (o.nnodes > 1 && (o.node_id >= o.nnodes || !o.local || secret_fd < 0 ||
                          (o.tcp_fd < 0) == !o.leader)) {

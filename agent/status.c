@@ -83,6 +83,11 @@ static void print_json(const ddl_msg_t *m, const char *path, int first)
         printf("}");
     } else
         printf("null");
+    printf(", \"last_failure\": ");
+    if (s->last_failure)
+        ddl_json_str(s->last_failure);
+    else
+        printf("null");
     printf(", \"peers\": [");
     for (uint32_t i = 0; i < s->npeers; i++) {
         const ddl_peer_info_t *p = &s->peers[i];
@@ -115,6 +120,8 @@ static void print_step(const ddl_msg_t *m, const char *path, int json, int first
                fmt_age(s->ckpt_age_ms, age, sizeof age), s->ckpt_dir);
     else if (s->ckpt_dir && *s->ckpt_dir)
         printf("  checkpoint: none committed yet in %s\n", s->ckpt_dir);
+    if (s->last_failure)
+        printf("  last failure: %s\n", s->last_failure);
     printf("  %-5s %-8s %-8s %-8s %-12s %-13s %-8s %-4s %-6s %s\n", "RANK", "STATE", "PID",
            "WORKER", "CPUS", "GPU", "NIC", "RST", "HEARD", "EXIT");
     for (uint32_t i = 0; i < s->nranks; i++) {

@@ -2,7 +2,8 @@
  * that ddl-launch can tell a hung worker from a busy one (issue 6).
  *
  * When a hang timeout is set, ddl-launch gives the worker the write end of
- * a pipe in DDL_HEARTBEAT_FD.  libddl writes a 16-byte record (collectives
+ * a pipe in DDL_HEARTBEAT_FD, or (the first worker of a Slurm task) the name
+ * of a FIFO in DDL_HEARTBEAT_PATH.  libddl writes a 16-byte record (collectives
  * started so far, the last step given to ddl_heartbeat()) at most every
  * BEAT_MIN_MS, from every collective, from the wait loop of a transfer (a
  * rank that waits for a slow or stopped peer is alive, and must not be
@@ -22,6 +23,7 @@
 #define BEAT_MIN_MS 100
 
 static int beat_fd = -1;
+static int beat_path_fd = -1; /* opened here from DDL_HEARTBEAT_PATH (kept across ddl_init) */
 static atomic_uint_fast64_t beat_colls;
 static atomic_int_fast64_t beat_step = -1;
 static atomic_int_fast64_t beat_last_ms;
@@ -34,8 +36,20 @@ void ddl_beat_init(void)
     atomic_store(&beat_colls, 0);
     atomic_store(&beat_step, -1);
     atomic_store(&beat_last_ms, 0);
-    if (!v || ddl_parse_long(v, 3, 1 << 20, &fd) < 0 || fcntl((int)fd, F_GETFD) < 0)
+    const char *path = getenv("DDL_HEARTBEAT_PATH");
+    if (v && ddl_parse_long(v, 3, 1 << 20, &fd) == 0 && fcntl((int)fd, F_GETFD) >= 0) {
+        /* a pipe from ddl-launch */
+    } else if (path && *path) {
+        /* under Slurm the first worker was forked before its supervisor
+         * could hand it a pipe: a FIFO the supervisor holds open */
+        if ((fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
+            return;
+        if (beat_path_fd >= 0)
+            close(beat_path_fd);
+        beat_path_fd = (int)fd;
+    } else {
         return; /* no supervisor asked for heartbeats */
+    }
     int fl = fcntl((int)fd, F_GETFL);
     if (fl < 0 || fcntl((int)fd, F_SETFL, fl | O_NONBLOCK) < 0)
         return;

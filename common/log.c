@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "util.h"
 
 static char log_component[64] = "ddl";
 static volatile ddl_log_level_t log_level = DDL_LOG_INFO;
+static int log_time; /* DDL_LOG_TIME: lines start with [epoch seconds.ms] */
 
 int ddl_log_parse_level(const char *text)
 {
@@ -36,6 +38,8 @@ void ddl_log_init(const char *component, ddl_log_level_t level)
         snprintf(log_component, sizeof log_component, "%s", component);
     int env = ddl_log_parse_level(getenv("DDL_LOG_LEVEL"));
     log_level = env >= 0 ? (ddl_log_level_t)env : level;
+    const char *t = getenv("DDL_LOG_TIME");
+    log_time = t && *t && strcmp(t, "0") != 0;
 }
 
 void ddl_log_set_level(ddl_log_level_t level)
@@ -55,7 +59,12 @@ void ddl_vlog(ddl_log_level_t level, const char *fmt, va_list ap)
     int saved = errno;
     if (level > log_level)
         return;
-    int n = snprintf(line, sizeof line, "%s: %s", log_component,
+    char when[32] = "";
+    if (log_time) {
+        int64_t ms = ddl_realtime_ms();
+        snprintf(when, sizeof when, "[%lld.%03d] ", (long long)(ms / 1000), (int)(ms % 1000));
+    }
+    int n = snprintf(line, sizeof line, "%s%s: %s", when, log_component,
                      tags[level <= DDL_LOG_TRACE ? level : DDL_LOG_TRACE]);
     if (n < 0)
         n = 0;

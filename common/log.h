@@ -22,7 +22,9 @@ typedef enum {
 } ddl_log_level_t;
 
 /* ddl_log_init: set the component prefix (copied) and the default level;
- * DDL_LOG_LEVEL, when valid, overrides the level. */
+ * DDL_LOG_LEVEL, when valid, overrides the level; DDL_LOG_TIME set (not
+ * "0") starts every line with the wall-clock time, "[1764000000.123] ", so
+ * that events on several nodes can be put in order. */
 void ddl_log_init(const char *component, ddl_log_level_t level);
 
 /* ddl_log_set_level / ddl_log_get_level: change or read the level. */

@@ -6,18 +6,22 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "proto.h"
 
 const char *ddl_rank_state_str(int state)
 {
-    static const char *const names[] = {"pending", "starting", "running", "exited", "failed"};
+    static const char *const names[] = {"pending", "starting", "running", "exited", "failed",
+                                        "spare"};
     return state >= 0 && state <= DDL_RANK_STATE_MAX ? names[state] : "unknown";
 }
 
@@ -32,8 +36,95 @@ const char *ddl_msg_type_str(int type)
     static const char *const names[] = {"",       "ERROR",      "REGISTER", "RANK_STATE",
                                         "ALLGATHER", "ALLGATHER_RESULT", "STATUS_REQ",
                                         "STATUS", "ACK", "PEER_HELLO", "NODE_GATHER",
-                                        "PEER_BEAT"};
-    return type >= DDL_MSG_ERROR && type <= DDL_MSG_PEER_BEAT ? names[type] : "unknown";
+                                        "PEER_BEAT", "FAILURE", "GENERATION"};
+    return type >= DDL_MSG_ERROR && type <= DDL_MSG_TYPE_MAX ? names[type] : "unknown";
+}
+
+const char *ddl_fail_class_str(int cls)
+{
+    static const char *const names[] = {"unknown",         "worker-exit", "worker-signal",
+                                        "worker-hang",     "supervisor-lost", "node-lost",
+                                        "worker-start"};
+    return cls >= 1 && cls <= DDL_FAIL_CLASS_MAX ? names[cls] : "unknown";
+}
+
+int ddl_fail_score(int cls, int wstatus)
+{
+    switch (cls) {
+    case DDL_FAIL_NODE:
+        return 5;
+    case DDL_FAIL_SUPERVISOR:
+        return 4;
+    case DDL_FAIL_WORKER_HANG:
+        return 3;
+    case DDL_FAIL_WORKER_SIGNAL:
+        if (!WIFSIGNALED(wstatus))
+            return 0;
+        switch (WTERMSIG(wstatus)) {
+        case SIGABRT: case SIGTERM: case SIGPIPE: case SIGHUP: case SIGINT:
+            return 0;
+        default:
+            return 2;
+        }
+    case DDL_FAIL_WORKER_EXIT:
+        return WIFEXITED(wstatus) && WEXITSTATUS(wstatus) != 0 ? 1 : 0;
+    case DDL_FAIL_WORKER_START:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* json_str: s as a JSON string body (quotes, backslashes and controls escaped). */
+static void json_str(FILE *f, const char *s)
+{
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+}
+
+int ddl_fail_summary_write(const char *dir, const ddl_fail_summary_t *s, ddl_error_t *err)
+{
+    char path[4200], tmp[4300], how[128];
+    if (snprintf(path, sizeof path, "%s/failure-gen%u.json", dir, s->gen) >= (int)sizeof path) {
+        errno = ENAMETOOLONG;
+        return ddl_errprintf(err, "checkpoint directory path too long: %s", dir);
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return ddl_errprintf(err, "cannot create %s: %s", dir, strerror(errno));
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return ddl_errprintf(err, "cannot write the failure summary %s: %s", tmp, strerror(errno));
+    int worker = s->cls == DDL_FAIL_WORKER_EXIT || s->cls == DDL_FAIL_WORKER_SIGNAL ||
+                 s->cls == DDL_FAIL_WORKER_HANG || s->cls == DDL_FAIL_WORKER_START;
+    fprintf(f, "{\"step\": \"");
+    json_str(f, s->step);
+    fprintf(f, "\", \"generation\": %u, \"rank\": %lld, \"node\": %lld, \"host\": \"", s->gen,
+            (long long)s->rank, (long long)s->node);
+    json_str(f, s->host);
+    fprintf(f, "\", \"class\": \"%s\", \"exit_status\": %d, \"signal\": %d, \"description\": \"",
+            ddl_fail_class_str(s->cls),
+            worker && WIFEXITED(s->wstatus) ? WEXITSTATUS(s->wstatus) : -1,
+            worker && WIFSIGNALED(s->wstatus) ? WTERMSIG(s->wstatus) : 0);
+    json_str(f, s->text ? s->text : ddl_describe_wait_status(s->wstatus, how, sizeof how));
+    fprintf(f, "\", \"decision\": \"%s\", \"exit_code\": %d, \"checkpoint_step\": %lld, "
+            "\"restarts_left\": %d, \"detected_unix_ms\": %lld}\n",
+            s->decision ? s->decision : "", s->exit_code, (long long)s->ckpt_step,
+            s->restarts_left, (long long)s->detected_ms);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return ddl_errprintf(err, "cannot write the failure summary %s: %s", path, strerror(e));
+    }
+    return 0;
 }
 
 void ddl_msg_clear(ddl_msg_t *msg)
@@ -57,6 +148,7 @@ void ddl_msg_clear(ddl_msg_t *msg)
         free(msg->u.status.host);
         free(msg->u.status.peers);
         free(msg->u.status.ckpt_dir);
+        free(msg->u.status.last_failure);
         break;
     case DDL_MSG_PEER_HELLO:
         free(msg->u.peer_hello.step);
@@ -65,6 +157,14 @@ void ddl_msg_clear(ddl_msg_t *msg)
         break;
     case DDL_MSG_PEER_BEAT:
         free(msg->u.peer_beat.host);
+        break;
+    case DDL_MSG_FAILURE:
+        free(msg->u.failure.host);
+        free(msg->u.failure.text);
+        break;
+    case DDL_MSG_GENERATION:
+        free(msg->u.generation.cause);
+        free(msg->u.generation.node_rank);
         break;
     case DDL_MSG_NODE_GATHER:
         free(msg->u.node_gather.ranks);
@@ -182,6 +282,7 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
         w_u8(&w, u->rank_state.state);
         w_i32(&w, u->rank_state.pid);
         w_i32(&w, u->rank_state.wstatus);
+        w_u32(&w, u->rank_state.gen);
         break;
     case DDL_MSG_ALLGATHER:
         w_u32(&w, u->allgather.gen);
@@ -246,6 +347,7 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
         w_str(&w, u->status.ckpt_dir);
         w_i64(&w, u->status.ckpt_step);
         w_u32(&w, u->status.ckpt_age_ms);
+        w_str(&w, u->status.last_failure);
         break;
     case DDL_MSG_PEER_HELLO:
         w_str(&w, u->peer_hello.step);
@@ -259,6 +361,27 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
         w_u32(&w, u->peer_beat.node_id);
         w_u32(&w, u->peer_beat.gen);
         w_str(&w, u->peer_beat.host);
+        break;
+    case DDL_MSG_FAILURE:
+        w_u32(&w, u->failure.gen);
+        w_u32(&w, u->failure.rank);
+        w_u32(&w, u->failure.node_id);
+        w_u8(&w, u->failure.cls);
+        w_i32(&w, u->failure.wstatus);
+        w_str(&w, u->failure.host);
+        w_str(&w, u->failure.text);
+        break;
+    case DDL_MSG_GENERATION:
+        w_u32(&w, u->generation.gen);
+        w_u8(&w, u->generation.action);
+        w_i32(&w, u->generation.code);
+        w_u32(&w, u->generation.delay_ms);
+        w_str(&w, u->generation.cause);
+        if (u->generation.nnodes && !u->generation.node_rank && !w.failed)
+            w.failed = EINVAL;
+        w_u32(&w, u->generation.nnodes);
+        for (uint32_t i = 0; i < u->generation.nnodes && u->generation.node_rank; i++)
+            w_u32(&w, u->generation.node_rank[i]);
         break;
     case DDL_MSG_NODE_GATHER: {
         const typeof(u->node_gather) *g = &u->node_gather;
@@ -468,6 +591,8 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
         u->rank_state.wstatus = r_i32(&r, "wait status");
         if (!r.what && u->rank_state.state > DDL_RANK_STATE_MAX)
             r.what = "state";
+        if (!r.what && r.left >= 4) /* minor 3 */
+            u->rank_state.gen = r_u32(&r, "generation");
         break;
     case DDL_MSG_ALLGATHER: {
         const uint8_t *data;
@@ -582,6 +707,13 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
         u->status.ckpt_dir = r_str(&r, "checkpoint directory", &nomem);
         u->status.ckpt_step = r_i64(&r, "checkpoint step");
         u->status.ckpt_age_ms = r_u32(&r, "checkpoint age");
+        if (!r.what && r.left) { /* minor 3 */
+            u->status.last_failure = r_str(&r, "last failure", &nomem);
+            if (u->status.last_failure && !*u->status.last_failure) {
+                free(u->status.last_failure);
+                u->status.last_failure = NULL;
+            }
+        }
         break;
     }
     case DDL_MSG_PEER_HELLO: {
@@ -610,6 +742,42 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
         u->peer_beat.host = r_str(&r, "host", &nomem);
         break;
     }
+    case DDL_MSG_FAILURE:
+        u->failure.gen = r_u32(&r, "generation");
+        u->failure.rank = r_u32(&r, "rank");
+        u->failure.node_id = r_u32(&r, "node id");
+        u->failure.cls = r_u8(&r, "class");
+        u->failure.wstatus = r_i32(&r, "wait status");
+        if (!r.what && (u->failure.cls < 1 || u->failure.cls > DDL_FAIL_CLASS_MAX))
+            r.what = "class";
+        u->failure.host = r_str(&r, "host", &nomem);
+        u->failure.text = r_str(&r, "text", &nomem);
+        break;
+    case DDL_MSG_GENERATION:
+        u->generation.gen = r_u32(&r, "generation");
+        u->generation.action = r_u8(&r, "action");
+        u->generation.code = r_i32(&r, "exit code");
+        u->generation.delay_ms = r_u32(&r, "delay");
+        if (!r.what && u->generation.action > DDL_GEN_FINISH)
+            r.what = "action";
+        if (!r.what && (u->generation.code < -1 || u->generation.code > 255))
+            r.what = "exit code";
+        u->generation.cause = r_str(&r, "cause", &nomem);
+        u->generation.nnodes = r_u32(&r, "node count");
+        if (!r.what && u->generation.nnodes > r.left / 4)
+            r.what = "node count";
+        if (!r.what && u->generation.nnodes) {
+            u->generation.node_rank = calloc(u->generation.nnodes, sizeof(uint32_t));
+            if (!u->generation.node_rank) {
+                nomem = 1;
+                break;
+            }
+            for (uint32_t i = 0; i < u->generation.nnodes; i++)
+                u->generation.node_rank[i] = r_u32(&r, "node rank");
+        }
+        if (r.what)
+            u->generation.nnodes = 0;
+        break;
     case DDL_MSG_NODE_GATHER: {
         typeof(u->node_gather) *g = &u->node_gather;
         g->gen = r_u32(&r, "generation");

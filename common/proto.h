@@ -24,7 +24,7 @@
 
 #define DDL_PROTO_MAGIC 0x44444c77u /* "DDLw" */
 #define DDL_PROTO_MAJOR 1
-#define DDL_PROTO_MINOR 2
+#define DDL_PROTO_MINOR 3
 #define DDL_PROTO_HDR_LEN 12
 #define DDL_PROTO_MAX_BODY (64u << 20)
 #define DDL_PROTO_MAX_STR 4096u
@@ -42,7 +42,67 @@ typedef enum {
     DDL_MSG_PEER_HELLO = 9,       /* agent -> leader agent (TCP): step, node, secret */
     DDL_MSG_NODE_GATHER = 10,     /* agent -> leader agent: a node's contributions */
     DDL_MSG_PEER_BEAT = 11,       /* agent <-> agent (TCP), every heartbeat interval (minor 2) */
+    DDL_MSG_FAILURE = 12,         /* ddl-launch -> agent -> leader agent: a rank failed (minor 3) */
+    DDL_MSG_GENERATION = 13,      /* leader agent -> agents -> ddl-launch: what to do next (minor 3) */
 } ddl_msg_type_t;
+#define DDL_MSG_TYPE_MAX DDL_MSG_GENERATION
+
+/* Failure classes (design §7), in DDL_MSG_FAILURE and the failure summary. */
+typedef enum {
+    DDL_FAIL_WORKER_EXIT = 1,   /* the worker exited with a non-zero status */
+    DDL_FAIL_WORKER_SIGNAL = 2, /* the worker was killed by a signal */
+    DDL_FAIL_WORKER_HANG = 3,   /* no heartbeat within the hang timeout; killed */
+    DDL_FAIL_SUPERVISOR = 4,    /* a rank's ddl-launch vanished */
+    DDL_FAIL_NODE = 5,          /* a node's agent went silent or its link closed */
+    DDL_FAIL_WORKER_START = 6,  /* the worker ended before it ran the program (a failed
+                                 * exec, TaskProlog): it cannot be started again */
+} ddl_fail_class_t;
+#define DDL_FAIL_CLASS_MAX DDL_FAIL_WORKER_START
+
+/* ddl_fail_class_str: "worker-exit", "worker-signal", "worker-hang",
+ * "supervisor-lost", "node-lost", "worker-start"; "unknown" otherwise.
+ * Static string. */
+const char *ddl_fail_class_str(int cls);
+
+/* ddl_fail_score: how likely a failure is a root cause rather than a
+ * consequence of another (a peer's death breaks transfers): node loss 5,
+ * a lost supervisor 4, a hang 3, a signal other than those a broken
+ * transfer or a stop request brings (SIGABRT from UCX, SIGTERM, SIGPIPE,
+ * SIGHUP, SIGINT) 2, a non-zero exit or a failed start 1, anything else 0. */
+int ddl_fail_score(int cls, int wstatus);
+
+/* One failure, as the failure summary file DIR/failure-gen<G>.json says it
+ * (written by ddlrun and by a step's leader agent). */
+typedef struct {
+    const char *step;
+    uint32_t gen;
+    int64_t rank;           /* -1: a whole node */
+    int64_t node;           /* -1: unknown */
+    const char *host;       /* may be NULL */
+    int cls;                /* ddl_fail_class_t */
+    int wstatus;            /* worker-exit, worker-signal: the waitpid() status */
+    const char *text;       /* one line, may be NULL */
+    const char *decision;   /* "restart", "stop" */
+    int exit_code;          /* the step's exit status if it stops, -1 otherwise */
+    int64_t ckpt_step;      /* checkpoint the next generation resumes from, -1 none */
+    int restarts_left;
+    int64_t detected_ms;    /* CLOCK_REALTIME ms when the failure was known */
+} ddl_fail_summary_t;
+
+/* ddl_fail_summary_write: DIR/failure-gen<G>.json, written to a temporary
+ * name and renamed (DIR created, mode 0700, if missing).  Blocking file I/O.
+ * 0, or -1 with errno and err. */
+int ddl_fail_summary_write(const char *dir, const ddl_fail_summary_t *s, ddl_error_t *err);
+
+/* What the leader agent decided after a failure or when every rank ended
+ * (DDL_MSG_GENERATION's action). */
+#define DDL_NODE_IDLE UINT32_MAX /* a node without ranks in a generation (a spare) */
+
+typedef enum {
+    DDL_GEN_RESTART = 0, /* stop the worker, wait delay_ms, start it again in generation gen */
+    DDL_GEN_STOP = 1,    /* stop the worker and exit with code (-1: like the worker ended) */
+    DDL_GEN_FINISH = 2,  /* every rank exited 0: exit 0 */
+} ddl_gen_action_t;
 
 /* A rank's life cycle as the agent sees it. */
 typedef enum {
@@ -52,8 +112,9 @@ typedef enum {
     DDL_RANK_EXITED = 3,   /* worker exited with status 0 */
     DDL_RANK_FAILED = 4,   /* worker exited non-zero, was signalled, or its
                             * supervisor vanished */
+    DDL_RANK_SPARE = 5,    /* on a spare node: waits, idle, to take a lost node's place */
 } ddl_rank_state_t;
-#define DDL_RANK_STATE_MAX DDL_RANK_FAILED
+#define DDL_RANK_STATE_MAX DDL_RANK_SPARE
 
 /* ddl_rank_state_str: "running" etc.; "unknown" for other values. */
 const char *ddl_rank_state_str(int state);
@@ -70,7 +131,13 @@ typedef struct {
 
 /* ddl-launch's exit status after killing its hung worker (ddlrun reports
  * it as a hang). */
-#define DDL_EXIT_HANG 92
+/* Exit statuses of ddlrun, and of every task of a `srun --ddl` step that the
+ * agents stopped (documented in docs/user-guide.md): */
+#define DDL_EXIT_RESTARTS_SPENT 90 /* a failure with no restart left */
+#define DDL_EXIT_CRASH_LOOP 91     /* failures without checkpoint progress: do not requeue */
+#define DDL_EXIT_HANG 92           /* ddl-launch: its worker hung and was killed */
+#define DDL_EXIT_NODE_LOST 93      /* a node, agent or supervisor was lost and the world
+                                    * cannot be formed again */
 
 /* "never heard of" in the *_heard_ms ages below. */
 #define DDL_HEARD_NEVER UINT32_MAX
@@ -129,6 +196,7 @@ typedef struct {
             uint8_t state;
             int32_t pid;
             int32_t wstatus;
+            uint32_t gen; /* minor 3: the worker's generation (0 from older supervisors) */
         } rank_state;
         struct {
             uint32_t gen, seq, rank, size;
@@ -156,6 +224,8 @@ typedef struct {
             char *ckpt_dir;         /* the step's checkpoint directory, NULL/"" none */
             int64_t ckpt_step;      /* its latest committed step, -1 none */
             uint32_t ckpt_age_ms;   /* since that commit (DDL_HEARD_NEVER: unknown) */
+            /* minor 3 (NULL from older agents): */
+            char *last_failure;     /* the step's last failure and its decision, NULL none */
         } status;
         struct {
             char *step;
@@ -169,6 +239,28 @@ typedef struct {
             uint32_t gen;     /* its generation */
             char *host;       /* its hostname */
         } peer_beat;
+        struct {
+            uint32_t gen;     /* generation in which it failed */
+            uint32_t rank;    /* UINT32_MAX for a whole node */
+            uint32_t node_id; /* the rank's node (set by the agent) */
+            uint8_t cls;      /* ddl_fail_class_t */
+            int32_t wstatus;  /* the worker's waitpid() status (worker-exit/-signal) */
+            char *host;       /* the node's hostname (set by the agent), may be NULL */
+            char *text;       /* one line for people, may be NULL */
+        } failure;
+        struct {
+            uint32_t gen;      /* the generation to run (RESTART), or the current one */
+            uint8_t action;    /* ddl_gen_action_t */
+            int32_t code;      /* STOP: exit status of every task, -1: the worker's own */
+            uint32_t delay_ms; /* RESTART: backoff before starting the worker again */
+            char *cause;       /* one line naming the failure, may be NULL */
+            /* RESTART with a new world (a spare took a lost node's place, or the
+             * world shrank): per node, its position in the world (its ranks are
+             * position * tasks-per-node + local index), DDL_NODE_IDLE: no ranks.
+             * nnodes 0: the world is unchanged. */
+            uint32_t nnodes;
+            uint32_t *node_rank;
+        } generation;
         struct {
             uint32_t gen, seq, size, count;
             uint32_t *ranks; /* count entries, each < size */

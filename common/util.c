@@ -86,6 +86,13 @@ int64_t ddl_now_ms(void)
     return ddl_now_us() / 1000;
 }
 
+int64_t ddl_realtime_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int ddl_write_full(int fd, const void *buf, size_t len)
 {
     const char *p = buf;

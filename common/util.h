@@ -37,6 +37,10 @@ int ddl_parse_seconds_ms(const char *text, long min_ms, long max_ms, long *out_m
 int64_t ddl_now_ms(void);
 int64_t ddl_now_us(void);
 
+/* ddl_realtime_ms: CLOCK_REALTIME in ms since the epoch (for reports that
+ * are compared between processes and nodes). */
+int64_t ddl_realtime_ms(void);
+
 /* ddl_write_full / ddl_read_full: transfer exactly len bytes, retrying on
  * EINTR and short transfers (blocking descriptors).  read_full returns -1
  * with errno ECONNRESET if the peer closed before len bytes arrived. */

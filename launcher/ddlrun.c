@@ -311,19 +311,13 @@ static int is_hang(const run_t *r, int status)
 }
 
 /* cause_score: how likely a rank's ending is a failure's root cause rather
- * than a consequence of another rank's: a hang, then a signal other than
- * those a broken transfer or a stop request brings (SIGABRT from UCX,
- * SIGTERM, SIGPIPE, SIGHUP, SIGINT), then a non-zero exit (a program that
- * gives up on a transport error), then the rest. */
+ * than a consequence of another rank's (ddl_fail_score). */
 static int cause_score(const run_t *r, int status)
 {
-    if (is_hang(r, status))
-        return 3;
-    if (WIFSIGNALED(status)) {
-        int s = WTERMSIG(status);
-        return s == SIGABRT || s == SIGTERM || s == SIGPIPE || s == SIGHUP || s == SIGINT ? 0 : 2;
-    }
-    return WIFEXITED(status) && WEXITSTATUS(status) != 0 ? 1 : 0;
+    return ddl_fail_score(is_hang(r, status)       ? DDL_FAIL_WORKER_HANG
+                          : WIFSIGNALED(status) ? DDL_FAIL_WORKER_SIGNAL
+                                                : DDL_FAIL_WORKER_EXIT,
+                          status);
 }
 
 static void reap(run_t *r)
@@ -637,31 +631,27 @@ static int64_t latest_checkpoint(run_t *r)
  * next generation would resume (written to a temporary name, renamed). */
 static void report_failure(run_t *r, int code)
 {
-    char path[4200], tmp[4300], how[128];
+    ddl_error_t err;
     if (!r->o.ckpt_dir || r->first_failed < 0)
         return;
     int st = r->ranks[r->first_failed].status;
-    snprintf(path, sizeof path, "%s/failure-gen%d.json", r->o.ckpt_dir, r->gen);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (mkdir(r->o.ckpt_dir, 0700) < 0 && errno != EEXIST)
-        ddl_warn("cannot create %s: %m", r->o.ckpt_dir);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        ddl_warn("cannot write the failure summary %s: %m", tmp);
-        return;
-    }
-    fprintf(f, "{\"step\": \"%s\", \"generation\": %d, \"rank\": %d, \"node\": %d, "
-            "\"class\": \"%s\", \"exit_status\": %d, \"signal\": %d, \"description\": \"%s\", "
-            "\"exit_code\": %d, \"checkpoint_step\": %lld, \"restarts_left\": %d}\n",
-            r->step, r->gen, r->first_failed, r->first_failed / (r->o.np / r->o.nodes),
-            is_hang(r, st) ? "worker-hang" : WIFSIGNALED(st) ? "worker-signal" : "worker-exit",
-            WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0,
-            ddl_describe_wait_status(st, how, sizeof how), code,
-            (long long)latest_checkpoint(r), r->o.restarts - r->gen);
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        ddl_warn("cannot write the failure summary %s: %m", path);
-        unlink(tmp);
-    }
+    ddl_fail_summary_t s = {
+        .step = r->step,
+        .gen = (uint32_t)r->gen,
+        .rank = r->first_failed,
+        .node = r->first_failed / (r->o.np / r->o.nodes),
+        .cls = is_hang(r, st) ? DDL_FAIL_WORKER_HANG
+               : WIFSIGNALED(st) ? DDL_FAIL_WORKER_SIGNAL
+                                 : DDL_FAIL_WORKER_EXIT,
+        .wstatus = st,
+        .decision = r->gen < r->o.restarts ? "restart" : "stop",
+        .exit_code = code,
+        .ckpt_step = latest_checkpoint(r),
+        .restarts_left = r->o.restarts - r->gen,
+        .detected_ms = ddl_realtime_ms(),
+    };
+    if (ddl_fail_summary_write(r->o.ckpt_dir, &s, &err) < 0)
+        ddl_warn("%s", err.text);
 }
 
 /* backoff: wait before generation r->gen + 1 (0.5 s doubling up to 8 s),
@@ -768,8 +758,8 @@ int main(int argc, char **argv)
         if (r.gen >= r.o.restarts) {
             ddl_error("generation %d failed and the %d restart%s allowed (--restarts) are "
                       "spent: giving up (exit status %d)", r.gen, r.o.restarts,
-                      r.o.restarts == 1 ? "" : "s", DDLRUN_EXIT_RESTARTS_SPENT);
-            code = DDLRUN_EXIT_RESTARTS_SPENT;
+                      r.o.restarts == 1 ? "" : "s", DDL_EXIT_RESTARTS_SPENT);
+            code = DDL_EXIT_RESTARTS_SPENT;
             break;
         }
         int64_t now = latest_checkpoint(&r);
@@ -778,8 +768,8 @@ int main(int argc, char **argv)
         if (r.o.ckpt_dir && stalled > r.o.crash_loop) {
             ddl_error("%d failures in a row without a new checkpoint in %s (latest: %lld): "
                       "a crash loop; not restarting (exit status %d: do not requeue)",
-                      stalled, r.o.ckpt_dir, (long long)now, DDLRUN_EXIT_CRASH_LOOP);
-            code = DDLRUN_EXIT_CRASH_LOOP;
+                      stalled, r.o.ckpt_dir, (long long)now, DDL_EXIT_CRASH_LOOP);
+            code = DDL_EXIT_CRASH_LOOP;
             break;
         }
         if (backoff(&r) < 0) {

@@ -11,10 +11,8 @@
 /* Failures within this long of the first are compared for the root cause. */
 #define DDLRUN_FAILURE_WINDOW_MS 30
 #define DDLRUN_DEFAULT_CRASH_LOOP 3
-/* Exit statuses of a step that restarts could not save (documented in the
- * usage text and docs/user-guide.md). */
-#define DDLRUN_EXIT_RESTARTS_SPENT 90 /* failed after every allowed restart */
-#define DDLRUN_EXIT_CRASH_LOOP 91     /* no checkpoint progress: do not requeue */
+/* Exit statuses of a step that restarts could not save: DDL_EXIT_* in
+ * common/proto.h (documented in the usage text and docs/user-guide.md). */
 
 typedef enum {
     DDLRUN_BIND_AUTO = 0, /* GPU, NIC and cores from the topology (the default) */

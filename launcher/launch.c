@@ -42,12 +42,14 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "ddl_version.h"
 #include "log.h"
 #include "proto.h"
+#include "respawn.h"
 #include "slurm_boot.h"
 #include "topo.h"
 #include "sock.h"
@@ -58,6 +60,9 @@
 
 static int agent_fd = -1;
 static long rank = -1;
+static uint32_t cur_gen;             /* the worker's generation */
+static char beat_path[PATH_MAX];     /* Slurm: the first worker's heartbeat FIFO, "" none */
+static char hang_text[400];          /* the last hang report, for the agent */
 
 /* Watching the worker's heartbeats (ddl_beat_rec_t, from libddl). */
 typedef struct {
@@ -66,6 +71,8 @@ typedef struct {
     int64_t last_ms;  /* when the last record came, 0: none yet */
     ddl_beat_rec_t last;
 } beats_t;
+
+static beats_t beats = {.fd = -1};
 
 /* beats_read: take every record waiting; stop watching at end of file
  * (the worker closed its end or ended). */
@@ -118,12 +125,13 @@ static void report_hang(const beats_t *b, pid_t wpid)
                                                     : "state unknown";
     if (b->last.step >= 0)
         snprintf(step, sizeof step, ", step %lld", (long long)b->last.step);
-    ddl_error("rank %ld: worker %d hung: nothing heard for %.1f s (DDL_HANG_TIMEOUT_MS=%ld); "
-              "last beat after %llu collectives%s; now %s (state %c, wait channel %s); "
-              "killing it",
-              rank, (int)wpid, (double)(ddl_now_ms() - b->last_ms) / 1000.0, b->timeout_ms,
-              (unsigned long long)b->last.collectives, step, what, state,
-              wchan[0] && strcmp(wchan, "0") ? wchan : "none");
+    snprintf(hang_text, sizeof hang_text, "worker %d hung: nothing heard for %.1f s (hang "
+             "timeout %.1f s); last beat after %llu collectives%s; now %s (state %c, wait "
+             "channel %s); killed",
+             (int)wpid, (double)(ddl_now_ms() - b->last_ms) / 1000.0, b->timeout_ms / 1000.0,
+             (unsigned long long)b->last.collectives, step, what, state,
+             wchan[0] && strcmp(wchan, "0") ? wchan : "none");
+    ddl_error("rank %ld: %s", rank, hang_text);
 }
 
 /* tell: best-effort report to the agent; the worker's fate never depends on it. */
@@ -136,6 +144,7 @@ static void tell(uint8_t state, pid_t wpid, int wstatus)
     m.u.rank_state.state = state;
     m.u.rank_state.pid = (int32_t)wpid;
     m.u.rank_state.wstatus = wstatus;
+    m.u.rank_state.gen = cur_gen;
     if (ddl_proto_send(agent_fd, &m) < 0)
         ddl_debug("rank %ld: cannot report to the agent: %m", rank);
 }
@@ -265,12 +274,104 @@ static void slurm_place(const ddl_slurm_boot_t *b, pid_t wpid, ddl_topo_env_t *p
     }
 }
 
+/* The world of the current generation, as this task sees it (Slurm). */
+static struct {
+    ddl_slurm_boot_t b;   /* the step: slots, nodes, agent, master */
+    long rank, size;      /* this task's world rank (-1: idle, a spare) and the world's size */
+    long node_pos, nodes; /* its node's position in the world, nodes in the world */
+    int efd;              /* the waiting first worker's environment pipe, -1: released */
+    ddl_topo_env_t place; /* its placement, applied when it is released */
+} world = {.efd = -1};
+
+/* world_set: this task's place in a world given per node (node_rank, as in
+ * DDL_MSG_GENERATION; NULL: the first generation, the last --ddl-spares
+ * nodes idle). */
+static void world_set(const uint32_t *node_rank)
+{
+    const ddl_slurm_boot_t *b = &world.b;
+    long tpn = b->local_size, active = 0, pos = -1;
+    for (long n = 0; n < b->nnodes; n++) {
+        uint32_t r = node_rank ? node_rank[n] : n < b->nnodes - b->spares ? (uint32_t)n
+                                                                          : DDL_NODE_IDLE;
+        active += r != DDL_NODE_IDLE;
+        if (n == b->node_id)
+            pos = r == DDL_NODE_IDLE ? -1 : (long)r;
+    }
+    if (!b->spares && !b->min_nodes) { /* no map: ranks are Slurm's */
+        world.rank = b->rank;
+        world.size = b->size;
+        world.node_pos = b->node_id;
+        world.nodes = b->nnodes;
+        return;
+    }
+    world.node_pos = pos;
+    world.nodes = active;
+    world.size = active * tpn;
+    world.rank = pos < 0 ? -1 : pos * tpn + b->local_rank;
+}
+
+/* world_vars: the variables that say where a worker is in the world, as
+ * "NAME=VALUE" strings in buf (n of them, NULL-terminated in set[]). */
+static void world_vars(char buf[][48], char *set[], uint32_t gen)
+{
+    const ddl_slurm_boot_t *b = &world.b;
+    int k = 0;
+#define VAR(name, fmt, val) snprintf(buf[k], sizeof buf[k], name "=" fmt, val), set[k] = buf[k], k++
+    VAR("DDL_RANK", "%ld", world.rank);
+    VAR("DDL_SIZE", "%ld", world.size);
+    VAR("DDL_LOCAL_RANK", "%ld", b->local_rank);
+    VAR("DDL_LOCAL_SIZE", "%ld", b->local_size);
+    VAR("DDL_NODE_ID", "%ld", world.node_pos);
+    VAR("DDL_NNODES", "%ld", world.nodes);
+    VAR("DDL_GENERATION", "%u", gen);
+    VAR("RANK", "%ld", world.rank);
+    VAR("WORLD_SIZE", "%ld", world.size);
+    VAR("LOCAL_RANK", "%ld", b->local_rank);
+    VAR("LOCAL_WORLD_SIZE", "%ld", b->local_size);
+    VAR("NODE_RANK", "%ld", world.node_pos);
+    VAR("DDL_RESTART_COUNT", "%u", gen);
+#undef VAR
+    set[k] = NULL;
+}
+#define WORLD_VARS 13
+
+/* release: hand the waiting first worker its environment (generation gen);
+ * 0, or -1 (reported, worker killed). */
+static int release(pid_t wpid, uint32_t gen)
+{
+    const ddl_slurm_boot_t *b = &world.b;
+    char buf[WORLD_VARS][48], *set[WORLD_VARS + 1];
+    FILE *f = fdopen(world.efd, "w");
+    int bad = !f;
+    world.efd = -1;
+    world_vars(buf, set, gen);
+    for (int i = 0; set[i] && f; i++)
+        if (gen > 0 || strncmp(set[i], "DDL_RESTART_COUNT=", 18) != 0)
+            bad |= fprintf(f, "%s\n", set[i]) < 0;
+    if (f)
+        slurm_place(b, wpid, &world.place, f);
+    ddl_topo_env_clear(&world.place);
+    bad |= f && (env_line(f, "DDL_STEP_ID", b->step, 0) < 0 ||
+                 env_line(f, "MASTER_ADDR", b->master_addr, 1) < 0 ||
+                 env_line(f, "MASTER_PORT", b->master_port, 1) < 0 ||
+                 env_line(f, "DDL_AGENT_SOCK", b->sock, 0) < 0 ||
+                 (beat_path[0] && env_line(f, "DDL_HEARTBEAT_PATH", beat_path, 0) < 0) ||
+                 fputs(".\n", f) < 0);
+    if ((f && fclose(f) != 0) || bad) {
+        ddl_error("rank %ld: cannot hand the environment to the worker: %m", rank);
+        kill(wpid, SIGKILL);
+        return -1;
+    }
+    return 0;
+}
+
 /* slurm_start: bootstrap, register, release the waiting worker with its
- * environment.  Returns the worker's pid, or -1 (reported; worker killed). */
-static pid_t slurm_start(const char *pid_arg, const char *fd_arg, pid_t *agent)
+ * environment (a spare's stays waiting: *idle set).  Returns the worker's
+ * pid, or -1 (reported; worker killed). */
+static pid_t slurm_start(const char *pid_arg, const char *fd_arg, pid_t *agent, int *idle)
 {
     long wpid, efd;
-    ddl_slurm_boot_t b;
+    ddl_slurm_boot_t *b = &world.b;
     ddl_error_t err;
     char v[32];
     if (ddl_parse_long(pid_arg, 1, 1L << 22, &wpid) < 0 ||
@@ -280,53 +381,45 @@ static pid_t slurm_start(const char *pid_arg, const char *fd_arg, pid_t *agent)
         return -1;
     }
     ddl_fd_set_cloexec((int)efd); /* the agent must not hold the worker's pipe open */
-    if (ddl_slurm_boot(&b, &err) < 0) {
+    world.efd = (int)efd;
+    if (ddl_slurm_boot(b, &err) < 0) {
         ddl_error("task %s: %s", getenv("SLURM_PROCID") ? getenv("SLURM_PROCID") : "?", err.text);
         kill((pid_t)wpid, SIGKILL);
         return -1;
     }
-    *agent = b.agent;
-    setenv("DDL_AGENT_SOCK", b.sock, 1);
-    snprintf(v, sizeof v, "%ld", b.rank);
-    setenv("DDL_RANK", v, 1);
-    ddl_topo_env_t place;
-    if (slurm_plan(&b, &place) < 0 || register_rank(SLURM_REGISTER_TIMEOUT_MS) < 0) {
-        ddl_topo_env_clear(&place);
+    *agent = b->agent;
+    setenv("DDL_AGENT_SOCK", b->sock, 1);
+    snprintf(v, sizeof v, "%ld", b->rank);
+    setenv("DDL_RANK", v, 1); /* the task (slot) the agent knows this supervisor by */
+    world_set(NULL);
+    if (slurm_plan(b, &world.place) < 0 || register_rank(SLURM_REGISTER_TIMEOUT_MS) < 0) {
+        ddl_topo_env_clear(&world.place);
         kill((pid_t)wpid, SIGKILL);
         return -1;
     }
-    FILE *f = fdopen((int)efd, "w");
-    int bad = !f;
-#define LINE(name, fmt, val, keep)                                                          \
-    do {                                                                                   \
-        snprintf(v, sizeof v, fmt, val);                                                   \
-        bad |= f && env_line(f, name, v, keep) < 0;                                         \
-    } while (0)
-    LINE("DDL_RANK", "%ld", b.rank, 0);
-    LINE("DDL_SIZE", "%ld", b.size, 0);
-    LINE("DDL_LOCAL_RANK", "%ld", b.local_rank, 0);
-    LINE("DDL_LOCAL_SIZE", "%ld", b.local_size, 0);
-    LINE("DDL_NODE_ID", "%ld", b.node_id, 0);
-    LINE("DDL_NNODES", "%ld", b.nnodes, 0);
-    LINE("DDL_GENERATION", "%d", 0, 0);
-    LINE("RANK", "%ld", b.rank, 0);
-    LINE("WORLD_SIZE", "%ld", b.size, 0);
-    LINE("LOCAL_RANK", "%ld", b.local_rank, 0);
-    LINE("LOCAL_WORLD_SIZE", "%ld", b.local_size, 0);
-    LINE("NODE_RANK", "%ld", b.node_id, 0);
-#undef LINE
-    if (f)
-        slurm_place(&b, (pid_t)wpid, &place, f);
-    ddl_topo_env_clear(&place);
-    bad |= f && (env_line(f, "DDL_STEP_ID", b.step, 0) < 0 ||
-                 env_line(f, "MASTER_ADDR", b.master_addr, 1) < 0 ||
-                 env_line(f, "MASTER_PORT", b.master_port, 1) < 0 ||
-                 env_line(f, "DDL_AGENT_SOCK", b.sock, 0) < 0 || fputs(".\n", f) < 0);
-    if ((f && fclose(f) != 0) || bad) {
-        ddl_error("rank %ld: cannot hand the environment to the worker: %m", b.rank);
-        kill((pid_t)wpid, SIGKILL);
-        return -1;
+    if (beats.timeout_ms > 0) {
+        /* The worker is already forked: it gets a FIFO by name, not a pipe.
+         * Opened read-write here, so that it never reads as ended. */
+        size_t n = strlen(b->sock);
+        if (n > 5 && snprintf(beat_path, sizeof beat_path, "%.*s.rank%ld.beat", (int)(n - 5),
+                              b->sock, b->rank) < (int)sizeof beat_path &&
+            (unlink(beat_path), mkfifo(beat_path, 0600)) == 0 &&
+            (beats.fd = open(beat_path, O_RDWR | O_NONBLOCK | O_CLOEXEC)) >= 0) {
+            ddl_debug("rank %ld: heartbeats on %s", b->rank, beat_path);
+        } else {
+            ddl_warn("rank %ld: cannot make the heartbeat FIFO %s: %m; hangs will not be "
+                     "detected", b->rank, beat_path);
+            if (beat_path[0])
+                unlink(beat_path);
+            beat_path[0] = '\0';
+            beats.timeout_ms = 0;
+        }
     }
+    *idle = world.rank < 0;
+    if (*idle)
+        ddl_debug("task %ld: on spare node %ld, waiting", b->rank, b->node_id);
+    else if (release((pid_t)wpid, 0) < 0)
+        return -1;
     return (pid_t)wpid;
 }
 
@@ -347,9 +440,331 @@ static void wait_agent(pid_t agent, int sfd)
     }
 }
 
+/* Under Slurm, the worker's end is not the task's: the supervisor reports it
+ * and waits for the leader agent's decision (DDL_MSG_GENERATION). */
+typedef struct {
+    pid_t wpid;          /* the worker, 0 once it ended */
+    pid_t last_pid;      /* the last worker started */
+    int status;          /* how it ended */
+    int hung;            /* it was killed as hung */
+    int64_t kill_at;     /* SIGKILL it then (grace after SIGTERM), 0: no */
+    int signalled;       /* Slurm (or a person) signalled the task: end with the worker */
+    int decided;         /* a decision came: ddl_gen_action_t in action */
+    uint8_t action;
+    int32_t code;
+    uint32_t next_gen;
+    int64_t respawn_at;  /* RESTART: start the worker then, 0: not yet set */
+    ddl_spawn_t spawn;   /* how the worker was started (captured while it runs) */
+    int idle;            /* a spare's task: the worker waits for its environment */
+    uint32_t *node_rank; /* the decision's new world (RESTART), NULL: unchanged */
+    int captured;        /* 1 captured, -1 cannot be */
+    int capture_tries;
+    char why[600];       /* why not */
+} sup_t;
+
+/* capture: once the first worker runs the user's program, record its start. */
+static void capture(sup_t *s)
+{
+    ddl_error_t err;
+    if (s->captured || !s->wpid)
+        return;
+    int done = ddl_spawn_exec_done(s->wpid, getppid());
+    if (done == 0)
+        return;
+    if (done > 0 && ddl_spawn_capture(s->wpid, &s->spawn, &err) < 0 && kill(s->wpid, 0) == 0 &&
+        ++s->capture_tries < 50)
+        return; /* read in the middle of another exec (a wrapper script): try again */
+    if (done < 0 || !s->spawn.argv) {
+        s->captured = -1;
+        snprintf(s->why, sizeof s->why, "%s", done < 0 ? "it ended before it could be recorded"
+                                                       : err.text);
+        ddl_debug("rank %ld: cannot record how the worker was started: %s", rank, s->why);
+        return;
+    }
+    s->captured = 1;
+    ddl_debug("rank %ld: worker %d runs %s", rank, (int)s->wpid, s->spawn.exe);
+}
+
+/* report_end: the worker ended by itself: tell the agent what it was. */
+static void report_end(sup_t *s)
+{
+    char how[128], text[512];
+    if (WIFEXITED(s->status) && WEXITSTATUS(s->status) == 0 && !s->hung) {
+        tell(DDL_RANK_EXITED, 0, s->status);
+        return;
+    }
+    ddl_msg_t m = {.type = DDL_MSG_FAILURE};
+    m.u.failure.gen = cur_gen;
+    m.u.failure.rank = (uint32_t)rank;
+    int unborn = s->captured != 1 && cur_gen == 0; /* never seen running the program */
+    m.u.failure.cls = s->hung                  ? DDL_FAIL_WORKER_HANG
+                      : unborn                 ? DDL_FAIL_WORKER_START
+                      : WIFSIGNALED(s->status) ? DDL_FAIL_WORKER_SIGNAL
+                                               : DDL_FAIL_WORKER_EXIT;
+    m.u.failure.wstatus = s->status;
+    if (s->hung)
+        snprintf(text, sizeof text, "%s", hang_text);
+    else
+        snprintf(text, sizeof text, "worker %d %s%s", (int)s->last_pid,
+                 ddl_describe_wait_status(s->status, how, sizeof how),
+                 unborn ? " before it was seen running the program" : "");
+    m.u.failure.text = text;
+    if (ddl_proto_send(agent_fd, &m) < 0)
+        ddl_warn("rank %ld: cannot report the failure to the agent: %m", rank);
+}
+
+/* agent_msg: read what the agent says; -1 when the link is gone. */
+static int agent_msg(sup_t *s, int grace_ms)
+{
+    ddl_msg_t m;
+    ddl_error_t err;
+    if (ddl_proto_recv(agent_fd, &m, 1000, &err) < 0)
+        return -1;
+    if (m.type == DDL_MSG_GENERATION && !s->decided) {
+        typeof(m.u.generation) *g = &m.u.generation;
+        s->decided = 1;
+        s->action = g->action;
+        s->code = g->code;
+        s->next_gen = g->gen;
+        s->respawn_at = 0;
+        free(s->node_rank);
+        s->node_rank = NULL;
+        if (g->action == DDL_GEN_RESTART) {
+            s->respawn_at = ddl_now_ms() + g->delay_ms; /* counted from the decision */
+            if (g->nnodes == (uint32_t)world.b.nnodes && g->node_rank) {
+                s->node_rank = g->node_rank; /* taken */
+                g->node_rank = NULL;
+            }
+        }
+        ddl_debug("rank %ld: the agent says %s (generation %u)", rank,
+                  g->action == DDL_GEN_RESTART ? "restart" : g->action == DDL_GEN_STOP ? "stop"
+                                                                                      : "finish",
+                  g->gen);
+        if (s->wpid && s->idle && g->action != DDL_GEN_RESTART) {
+            kill(s->wpid, SIGKILL); /* never released: nothing of the user's runs yet */
+        } else if (s->wpid && !s->idle && g->action != DDL_GEN_FINISH) {
+            kill(s->wpid, SIGTERM);
+            s->kill_at = ddl_now_ms() + grace_ms;
+        }
+    } else if (m.type == DDL_MSG_ERROR) {
+        ddl_warn("rank %ld: the agent says: %s", rank, m.u.error.text);
+    }
+    ddl_msg_clear(&m);
+    return 0;
+}
+
+/* restart: the worker again, in generation s->next_gen. */
+static int restart(sup_t *s, beats_t *b)
+{
+    char vars[WORLD_VARS][48], *set[WORLD_VARS + 2], fdtext[40];
+    ddl_error_t err;
+    int p[2] = {-1, -1};
+    if (s->captured != 1) {
+        ddl_error("rank %ld: cannot restart the worker: how it was started is unknown (%s)",
+                  rank, s->captured ? s->why : "it never ran the program");
+        return -1;
+    }
+    if (b->fd >= 0) {
+        close(b->fd);
+        b->fd = -1;
+    }
+    if (beat_path[0]) {
+        unlink(beat_path);
+        beat_path[0] = '\0';
+    }
+    if (b->timeout_ms > 0 && pipe2(p, O_CLOEXEC) < 0)
+        ddl_warn("rank %ld: pipe for heartbeats: %m; hangs will not be detected", rank);
+    if (s->node_rank)
+        world_set(s->node_rank);
+    world_vars(vars, set, s->next_gen);
+    snprintf(fdtext, sizeof fdtext, "DDL_HEARTBEAT_FD=%d", p[1]);
+    set[WORLD_VARS] = p[1] >= 0 ? fdtext : NULL;
+    set[WORLD_VARS + 1] = NULL;
+    const char *unset[] = {"DDL_HEARTBEAT_PATH", "DDL_HEARTBEAT_FD", NULL};
+    pid_t pid = ddl_spawn_start(&s->spawn, set, unset, p[1], &err);
+    if (p[1] >= 0)
+        close(p[1]);
+    if (pid < 0) {
+        if (p[0] >= 0)
+            close(p[0]);
+        ddl_error("rank %ld: cannot restart the worker: %s", rank, err.text);
+        return -1;
+    }
+    if (p[0] >= 0) {
+        b->fd = p[0];
+        ddl_fd_set_nonblock(b->fd, 1);
+    }
+    b->last_ms = 0;
+    cur_gen = s->next_gen;
+    s->wpid = s->last_pid = pid;
+    s->status = s->hung = s->decided = 0;
+    s->kill_at = s->respawn_at = 0;
+    ddl_info("task %ld: worker restarted as rank %ld of %ld (pid %d, generation %u)", rank,
+             world.rank, world.size, (int)pid, cur_gen);
+    tell(DDL_RANK_RUNNING, pid, 0);
+    return 0;
+}
+
+/* activate: a new generation for a spare's task: if its node now holds
+ * ranks, release the waiting worker with its place in the world. */
+static int activate(sup_t *s)
+{
+    if (s->node_rank)
+        world_set(s->node_rank);
+    free(s->node_rank);
+    s->node_rank = NULL;
+    cur_gen = s->next_gen;
+    s->decided = 0;
+    if (world.rank < 0)
+        return 0; /* still a spare */
+    if (release(s->wpid, cur_gen) < 0)
+        return -1;
+    s->idle = 0;
+    ddl_warn("task %ld: the spare takes rank %ld of %ld (generation %u)", rank, world.rank,
+             world.size, cur_gen);
+    tell(DDL_RANK_RUNNING, s->wpid, 0);
+    return 0;
+}
+
+/* supervise: watch the worker until the task ends; returns the task's exit
+ * status (or does not return: ends like the worker). */
+static int supervise(pid_t wpid, int idle, int slurm, pid_t agent, int sfd, long grace_ms)
+{
+    sup_t s = {.wpid = wpid, .last_pid = wpid, .idle = idle};
+    /* Under Slurm the agent decides what follows the worker's end. */
+    int wait_decision = slurm && agent_fd >= 0;
+    if (!slurm)
+        s.captured = -1; /* ddlrun restarts whole generations itself */
+    for (;;) {
+        int64_t now = ddl_now_ms();
+        int64_t due[4] = {s.kill_at, 0, s.respawn_at, 0};
+        if (s.wpid && beats.fd >= 0 && beats.last_ms && !s.hung)
+            due[1] = beats.last_ms + beats.timeout_ms;
+        if (wait_decision && !s.captured && s.wpid)
+            due[3] = now + 20; /* look for the worker's exec */
+        int timeout = -1;
+        for (int i = 0; i < 4; i++)
+            if (due[i]) {
+                int t = due[i] <= now ? 0 : (int)(due[i] - now);
+                timeout = timeout < 0 || t < timeout ? t : timeout;
+            }
+        struct pollfd p[3] = {{.fd = sfd, .events = POLLIN},
+                              {.fd = beats.fd, .events = POLLIN},
+                              {.fd = wait_decision ? agent_fd : -1, .events = POLLIN}};
+        int rc = poll(p, 3, timeout);
+        if (rc < 0 && errno != EINTR) {
+            ddl_error("poll: %m");
+            if (s.wpid)
+                kill(s.wpid, SIGKILL);
+        }
+        if (rc > 0 && beats.fd >= 0 && p[1].revents)
+            beats_read(&beats);
+        if (beat_path[0] && beats.last_ms) { /* the worker has it open: no name needed */
+            unlink(beat_path);
+            beat_path[0] = '\0';
+        }
+        now = ddl_now_ms();
+        if (due[1] && now >= due[1] && s.wpid) {
+            beats_read(&beats); /* a record may have come at the last moment */
+            if (beats.fd >= 0 && ddl_now_ms() >= beats.last_ms + beats.timeout_ms) {
+                report_hang(&beats, s.wpid);
+                kill(s.wpid, SIGKILL);
+                s.hung = 1;
+            }
+        }
+        if (s.kill_at && now >= s.kill_at && s.wpid) {
+            ddl_warn("rank %ld: worker %d still running %ld ms after SIGTERM: sending SIGKILL",
+                     rank, (int)s.wpid, grace_ms);
+            kill(s.wpid, SIGKILL);
+            s.kill_at = 0;
+        }
+        struct signalfd_siginfo si;
+        if (rc > 0 && p[0].revents && read(sfd, &si, sizeof si) == sizeof si) {
+            int sig = (int)si.ssi_signo;
+            if (sig != SIGCHLD) {
+                if (s.wpid)
+                    kill(s.wpid, sig);
+                if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !s.kill_at) {
+                    s.signalled = 1;
+                    s.kill_at = now + grace_ms;
+                }
+            }
+        }
+        if (rc > 0 && p[2].fd >= 0 && p[2].revents && agent_msg(&s, (int)grace_ms) < 0) {
+            close(agent_fd);
+            agent_fd = -1;
+            wait_decision = 0;
+            if (!s.decided && !s.signalled) {
+                ddl_error("rank %ld: lost the node's ddl-agent; stopping the worker (exit "
+                          "status %d)", rank, DDL_EXIT_NODE_LOST);
+                s.decided = 1;
+                s.action = DDL_GEN_STOP;
+                s.code = DDL_EXIT_NODE_LOST;
+                if (s.wpid) {
+                    kill(s.wpid, SIGTERM);
+                    s.kill_at = now + grace_ms;
+                }
+            }
+        }
+        /* the worker, or an adopted orphan of it (reaped, so that none
+         * piles up as a zombie), or the node's agent (wait_agent copes) */
+        pid_t w;
+        int st;
+        while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+            if (w == s.wpid) {
+                s.status = st;
+                s.wpid = 0;
+                s.kill_at = 0;
+                ddl_kill_adopted(agent); /* the worker's leftovers; the node's agent stays */
+                if (wait_decision && !s.decided && !s.signalled)
+                    report_end(&s);
+            }
+        if (!wait_decision && s.wpid == 0)
+            break; /* ddlrun, no agent, or the agent is gone: the task ends with its worker */
+        if (s.wpid == 0 && (s.signalled || (s.decided && s.action != DDL_GEN_RESTART)))
+            break;
+        if (s.idle && s.decided && s.action == DDL_GEN_RESTART && ddl_now_ms() >= s.respawn_at &&
+            activate(&s) < 0) {
+            s.action = DDL_GEN_STOP;
+            s.code = DDL_EXIT_NODE_LOST;
+            break;
+        }
+        if (s.wpid == 0 && s.decided && s.action == DDL_GEN_RESTART &&
+            ddl_now_ms() >= s.respawn_at && restart(&s, &beats) < 0) {
+            s.action = DDL_GEN_STOP; /* the agent sees this supervisor go */
+            s.code = DDL_EXIT_NODE_LOST;
+            break;
+        }
+        if (wait_decision && !s.captured && !s.idle)
+            capture(&s);
+    }
+    free(s.node_rank);
+    if (!wait_decision || !s.decided)
+        tell(WIFEXITED(s.status) && WEXITSTATUS(s.status) == 0 && !s.hung ? DDL_RANK_EXITED
+                                                                          : DDL_RANK_FAILED,
+             s.last_pid, s.status);
+    ddl_spawn_free(&s.spawn);
+    if (beats.fd >= 0)
+        close(beats.fd);
+    if (beat_path[0])
+        unlink(beat_path);
+    if (agent_fd >= 0)
+        close(agent_fd);
+    if (agent > 0)
+        wait_agent(agent, sfd);
+    close(sfd);
+    if (s.decided && s.action == DDL_GEN_STOP && s.code >= 0 && !s.signalled)
+        return s.code;
+    if (s.idle) /* a spare never needed */
+        return s.decided && s.action == DDL_GEN_STOP ? 1 : 0;
+    if (s.hung)
+        return DDL_EXIT_HANG;
+    die_like(s.status);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
-    beats_t beats = {.fd = -1};
     sigset_t mask, none;
     int first = 1;
     long grace_ms = 5000;
@@ -361,6 +776,7 @@ int main(int argc, char **argv)
     }
     int slurm = argc == 4 && strcmp(argv[1], "--slurm") == 0;
     pid_t agent = 0;
+    int idle = 0; /* a spare's task: its worker waits */
     long efd_arg;
     if (slurm && ddl_parse_long(argv[3], 3, 1 << 20, &efd_arg) == 0) {
         /* slurmstepd's descriptors have no business here */
@@ -385,6 +801,10 @@ int main(int argc, char **argv)
         ddl_error("DDL_HANG_TIMEOUT_MS='%s' is not a number of milliseconds (0-86400000)", hv);
         return 2;
     }
+    const char *hs = getenv("DDL_HANG_TIMEOUT_S"); /* srun --ddl-hang-timeout, ddl.conf */
+    long hang_s;
+    if (slurm && !(hv && *hv) && hs && ddl_parse_long(hs, 1, 86400, &hang_s) == 0)
+        beats.timeout_ms = hang_s * 1000;
 
     /* Dispositions survive exec: slurmstepd's task may ignore SIGCHLD, and
      * then no child's end would ever be seen. */
@@ -413,7 +833,7 @@ int main(int argc, char **argv)
 
     pid_t wpid;
     if (slurm) {
-        if ((wpid = slurm_start(argv[2], argv[3], &agent)) < 0) {
+        if ((wpid = slurm_start(argv[2], argv[3], &agent, &idle)) < 0) {
             if (agent > 0) {
                 kill(agent, SIGTERM);
                 waitpid(agent, NULL, 0);
@@ -458,82 +878,6 @@ int main(int argc, char **argv)
         ddl_fd_set_nonblock(beats.fd, 1);
     }
 supervise:
-    tell(DDL_RANK_RUNNING, wpid, 0);
-
-    int64_t kill_at = 0;
-    int status = 0, hung = 0;
-    for (;;) {
-        int timeout = -1;
-        if (kill_at) {
-            int64_t left = kill_at - ddl_now_ms();
-            timeout = left < 0 ? 0 : (int)left;
-        }
-        int64_t hang_at = beats.fd >= 0 && beats.last_ms && !hung
-                              ? beats.last_ms + beats.timeout_ms : 0;
-        if (hang_at) {
-            int64_t left = hang_at - ddl_now_ms();
-            int t = left < 0 ? 0 : (int)left;
-            timeout = timeout < 0 || t < timeout ? t : timeout;
-        }
-        struct pollfd p[2] = {{.fd = sfd, .events = POLLIN}, {.fd = beats.fd, .events = POLLIN}};
-        int rc = poll(p, beats.fd >= 0 ? 2 : 1, timeout);
-        if (rc < 0 && errno != EINTR) {
-            ddl_error("poll: %m");
-            kill(wpid, SIGKILL);
-        }
-        if (rc > 0 && beats.fd >= 0 && p[1].revents) {
-            beats_read(&beats);
-            if (rc == 1 && !p[0].revents)
-                continue;
-        }
-        if (hang_at && ddl_now_ms() >= hang_at && !hung) {
-            beats_read(&beats); /* a record may have come at the last moment */
-            if (beats.fd >= 0 && ddl_now_ms() >= beats.last_ms + beats.timeout_ms) {
-                report_hang(&beats, wpid);
-                kill(wpid, SIGKILL);
-                hung = 1;
-            }
-            continue;
-        }
-        if (rc == 0 && kill_at) {
-            ddl_warn("rank %ld: worker %d still running %ld ms after SIGTERM: sending SIGKILL",
-                     rank, (int)wpid, grace_ms);
-            kill(wpid, SIGKILL);
-            kill_at = 0;
-            continue;
-        }
-        struct signalfd_siginfo si;
-        if (rc > 0 && p[0].revents && read(sfd, &si, sizeof si) == sizeof si) {
-            int sig = (int)si.ssi_signo;
-            if (sig != SIGCHLD) {
-                kill(wpid, sig);
-                if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !kill_at)
-                    kill_at = ddl_now_ms() + grace_ms;
-            }
-        }
-        /* the worker, or an adopted orphan of it (reaped, so that none
-         * piles up as a zombie), or the node's agent (wait_agent copes) */
-        pid_t w;
-        int st, done = 0;
-        while ((w = waitpid(-1, &st, WNOHANG)) > 0)
-            if (w == wpid) {
-                status = st;
-                done = 1;
-            }
-        if (done)
-            break;
-    }
-    ddl_kill_adopted(agent); /* the worker's leftovers; the node's agent stays */
-    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !hung;
-    tell(ok ? DDL_RANK_EXITED : DDL_RANK_FAILED, wpid, status);
-    if (beats.fd >= 0)
-        close(beats.fd);
-    if (agent_fd >= 0)
-        close(agent_fd);
-    if (agent > 0)
-        wait_agent(agent, sfd);
-    close(sfd);
-    if (hung)
-        return DDL_EXIT_HANG;
-    die_like(status);
+    tell(idle ? DDL_RANK_SPARE : DDL_RANK_RUNNING, idle ? 0 : wpid, 0);
+    return supervise(wpid, idle, slurm, agent, sfd, grace_ms);
 }

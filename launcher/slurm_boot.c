@@ -57,6 +57,24 @@ static int read_identity(ddl_slurm_boot_t *b, ddl_error_t *err)
         env_long("SLURM_STEP_ID", "SLURM_STEPID", 0, 0xffffffffL, &step, err) < 0)
         return -1;
     snprintf(b->step, sizeof b->step, "%ld.%ld", job, step);
+    const char *sv = getenv("DDL_SPARES"), *mv = getenv("DDL_MIN_NODES");
+    if ((sv && *sv && ddl_parse_long(sv, 0, 1 << 20, &b->spares) < 0) ||
+        (mv && *mv && ddl_parse_long(mv, 0, 1 << 20, &b->min_nodes) < 0)) {
+        errno = EINVAL;
+        return ddl_errprintf(err, "DDL_SPARES='%s' or DDL_MIN_NODES='%s' is not a number of nodes",
+                             sv ? sv : "", mv ? mv : "");
+    }
+    if (b->spares >= b->nnodes && b->spares > 0) {
+        errno = EINVAL;
+        return ddl_errprintf(err, "--ddl-spares=%ld leaves no node to train on: the step has %ld "
+                             "node%s", b->spares, b->nnodes, b->nnodes == 1 ? "" : "s");
+    }
+    if (b->min_nodes > b->nnodes - b->spares) {
+        errno = EINVAL;
+        return ddl_errprintf(err, "--ddl-min-nodes=%ld is more than the %ld node%s that train "
+                             "(%ld nodes, --ddl-spares=%ld)", b->min_nodes, b->nnodes - b->spares,
+                             b->nnodes - b->spares == 1 ? "" : "s", b->nnodes, b->spares);
+    }
     char dir[PATH_MAX - 128];
     if (ddl_runtime_dir(getuid(), 1, dir, sizeof dir, err) < 0)
         return -1;
@@ -226,10 +244,26 @@ static int start_agent(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
     snprintf(sfd, sizeof sfd, "%d", sp[0]);
     snprintf(tfd, sizeof tfd, "%d", p->leader_fd);
     int leader = p->leader_fd >= 0;
+    /* recovery: the plugin's validated settings (--ddl-restarts, ddl.conf) */
+    char restarts[16], loop[16], timeout[16];
+    long v = 0;
+    const char *e = getenv("DDL_RESTARTS");
+    snprintf(restarts, sizeof restarts, "%ld", e && ddl_parse_long(e, 0, 100, &v) == 0 ? v : 0L);
+    e = getenv("DDL_CRASH_LOOP");
+    snprintf(loop, sizeof loop, "%ld", e && ddl_parse_long(e, 0, 100, &v) == 0 ? v : 3L);
+    char spares[16], min_nodes[16];
+    snprintf(spares, sizeof spares, "%ld", b->spares);
+    snprintf(min_nodes, sizeof min_nodes, "%ld", b->min_nodes);
+    e = getenv("DDL_NODE_TIMEOUT_S");
+    snprintf(timeout, sizeof timeout, "%ld",
+             e && ddl_parse_long(e, 1, 600, &v) == 0 ? v * 1000 : 2000L);
     char *argv[] = {"ddl-agent", "serve", "--socket", b->sock, "--step", b->step, "--size", size,
                     "--node-id", node, "--nnodes", nnodes, "--local-ranks", p->peers,
                     "--secret-fd", sfd, leader ? "--tcp-fd" : "--leader",
-                    leader ? tfd : p->leader, "--parent", parent, "--exit-when-done", NULL};
+                    leader ? tfd : p->leader, "--parent", parent, "--exit-when-done",
+                    "--supervise", "--restarts", restarts, "--crash-loop", loop,
+                    "--node-timeout", timeout, "--spares", spares, "--min-nodes", min_nodes,
+                    NULL};
     int keep[2] = {sp[0], p->leader_fd};
     /* others connect to the leader and retry for up to 30 s */
     b->agent = ddl_spawn_ready(path, argv, keep, leader ? 2 : 1, 40000, err);
@@ -244,6 +278,16 @@ int ddl_slurm_boot(ddl_slurm_boot_t *b, ddl_error_t *err)
     int rc = -1;
     if (read_identity(b, err) < 0 || exchange(b, &p, err) < 0)
         goto out;
+    if ((b->spares || b->min_nodes) && (b->size != b->nnodes * b->local_size ||
+                                        b->rank != b->node_id * b->local_size + b->local_rank)) {
+        errno = EINVAL;
+        ddl_errprintf(err, "--ddl-spares and --ddl-min-nodes move or drop whole nodes: they "
+                      "need the same number of tasks on every node in block order "
+                      "(srun -N%ld --ntasks-per-node=K --distribution=block), but task %ld is "
+                      "task %ld of %ld on node %ld", b->nnodes, b->rank, b->local_rank,
+                      b->local_size, b->node_id);
+        goto out;
+    }
     if (b->local_rank == 0 && start_agent(b, &p, err) < 0)
         goto out;
     ddl_debug("rank %ld of %ld: node %ld of %ld, local %ld of %ld, agent %s, leader %s", b->rank,

@@ -27,6 +27,8 @@ typedef struct {
     char master_addr[64];        /* rank 0's node, for MASTER_ADDR */
     char master_port[16];
     pid_t agent; /* the node's first task: its ddl-agent child; 0 elsewhere */
+    long spares;    /* DDL_SPARES: the last nodes wait idle (--ddl-spares) */
+    long min_nodes; /* DDL_MIN_NODES: shrink down to this many nodes (--ddl-min-nodes) */
 } ddl_slurm_boot_t;
 
 /* ddl_slurm_boot: fill *b as described above.  Blocks until every task of

@@ -43,6 +43,7 @@ enum {
     OPT_CHECKPOINT_DIR,
     OPT_RESTARTS,
     OPT_SPARES,
+    OPT_MIN_NODES,
     OPT_HEARTBEAT,
     OPT_HANG_TIMEOUT,
     OPT_BIND,
@@ -53,10 +54,11 @@ enum {
 static struct {
     int enabled;
     int verbose;
-    long restarts, spares, heartbeat_s, hang_timeout_s;
+    long restarts, spares, min_nodes, heartbeat_s, hang_timeout_s;
     char checkpoint_dir[PATH_MAX];
     char bind[256];
-} ddl_opt = {.restarts = -1, .spares = -1, .heartbeat_s = -1, .hang_timeout_s = -1};
+} ddl_opt = {.restarts = -1, .spares = -1, .min_nodes = -1, .heartbeat_s = -1,
+             .hang_timeout_s = -1};
 
 static char ddl_conf_file[PATH_MAX] = DDL_CONF_DEFAULT_PATH;
 static char ddl_launch_path[PATH_MAX] = DDL_LIBEXECDIR "/ddl-launch";
@@ -90,6 +92,9 @@ static int opt_cb(int val, const char *arg, int remote)
         return opt_number("ddl-restarts", arg, 0, 100, "number", &ddl_opt.restarts);
     case OPT_SPARES:
         return opt_number("ddl-spares", arg, 0, 1024, "number", &ddl_opt.spares);
+    case OPT_MIN_NODES:
+        return opt_number("ddl-min-nodes", arg, 1, 1048576, "number of nodes",
+                          &ddl_opt.min_nodes);
     case OPT_HEARTBEAT:
         return opt_number("ddl-heartbeat", arg, 1, 60, "number of seconds", &ddl_opt.heartbeat_s);
     case OPT_HANG_TIMEOUT:
@@ -128,7 +133,10 @@ static struct spank_option ddl_options[] = {
      OPT_CHECKPOINT_DIR, opt_cb},
     {"ddl-restarts", "N", "ddl: restarts allowed after a failure (0-100, site limit applies)", 1,
      OPT_RESTARTS, opt_cb},
-    {"ddl-spares", "N", "ddl: nodes held as spares (0-1024)", 1, OPT_SPARES, opt_cb},
+    {"ddl-spares", "N", "ddl: the last N nodes wait idle to replace a lost node (0-1024)", 1,
+     OPT_SPARES, opt_cb},
+    {"ddl-min-nodes", "N", "ddl: without a spare, go on after a node loss on no fewer than N "
+                           "nodes", 1, OPT_MIN_NODES, opt_cb},
     {"ddl-heartbeat", "SECONDS", "ddl: seconds between heartbeats (1-60)", 1, OPT_HEARTBEAT,
      opt_cb},
     {"ddl-hang-timeout", "SECONDS", "ddl: seconds without progress before a rank counts as hung", 1,
@@ -362,7 +370,9 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
          set_env(sp, "DDL_CHECKPOINT_DIR", ddl_opt.checkpoint_dir) < 0) ||
         set_env_long(sp, "DDL_RESTARTS", restarts) < 0 ||
         set_env_long(sp, "DDL_SPARES", spares) < 0 ||
+        set_env_long(sp, "DDL_MIN_NODES", ddl_opt.min_nodes > 0 ? ddl_opt.min_nodes : 0) < 0 ||
         set_env_long(sp, "DDL_HEARTBEAT_S", heartbeat) < 0 ||
+        set_env_long(sp, "DDL_NODE_TIMEOUT_S", v->node_timeout) < 0 ||
         set_env_long(sp, "DDL_HANG_TIMEOUT_S", hang) < 0 || set_env(sp, "DDL_BIND", bind) < 0 ||
         set_env(sp, "DDL_VERBOSE", ddl_opt.verbose ? "1" : "0") < 0 ||
         set_env(sp, "DDL_CONFIG", ddl_conf_file) < 0)

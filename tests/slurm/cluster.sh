@@ -7,7 +7,10 @@
 #   cluster.sh start DIR N    start nodes n1..nN (N <= 8); prints SLURM_CONF=...
 #                             (DIR absolute and not under /tmp: nodes get their own /tmp)
 #   cluster.sh stop DIR       stop everything started for DIR and remove it
-#   cluster.sh crash DIR NODE kill every process of NODE and take its link down
+#   cluster.sh crash DIR NODE [silent]
+#                             kill every process of NODE and take its link down;
+#                             silent: the link first, so that no FIN or RST
+#                             leaves the node (a power loss, not a kernel panic)
 #
 # DDL_CLUSTER_SHARE="PATH..." (at start): paths under the host's /tmp that the
 # nodes must see (each node has a private /tmp), e.g. a build tree.
@@ -191,6 +194,7 @@ do_stop() {
 
 do_crash() {
     ns=ddl$NODE
+    [ "$HOW" = silent ] && ip -n "$ns" link set eth0 down
     pids=$(ip netns pids "$ns" 2>/dev/null || true)
     [ -n "$pids" ] && kill -KILL $pids 2>/dev/null || true
     ip link set "vddl${NODE#n}" down
@@ -202,6 +206,6 @@ DIR=${2:-}
 case $cmd in
 start) N=${3:-2}; do_start ;;
 stop) do_stop ;;
-crash) NODE=${3:?node name, e.g. n2}; do_crash ;;
+crash) NODE=${3:?node name, e.g. n2}; HOW=${4:-}; do_crash ;;
 *) echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
 esac

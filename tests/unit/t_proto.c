@@ -43,6 +43,8 @@ static void round_trip(const ddl_msg_t *in, ddl_msg_t *out)
     free(f);
 }
 
+static void expect_malformed(const uint8_t *f, size_t len, const char *why, const char *needle);
+
 static void set_u32(uint8_t *p, uint32_t v)
 {
     v = htonl(v);
@@ -102,11 +104,109 @@ static void test_round_trips(void)
     in.u.rank_state.state = DDL_RANK_FAILED;
     in.u.rank_state.pid = 99;
     in.u.rank_state.wstatus = 9; /* killed by SIGKILL */
+    in.u.rank_state.gen = 3;
     round_trip(&in, &out);
     ok(out.u.rank_state.rank == 7 && out.u.rank_state.state == DDL_RANK_FAILED &&
-           out.u.rank_state.pid == 99 && out.u.rank_state.wstatus == 9,
-       "RANK_STATE fields survive");
+           out.u.rank_state.pid == 99 && out.u.rank_state.wstatus == 9 &&
+           out.u.rank_state.gen == 3,
+       "RANK_STATE fields survive, generation included (minor 3)");
     ddl_msg_clear(&out);
+    {
+        /* a minor-2 RANK_STATE (no generation) reads as generation 0 */
+        size_t len;
+        uint8_t *f = encode(&in, &len);
+        set_u32(f + 8, (uint32_t)(len - DDL_PROTO_HDR_LEN - 4));
+        ddl_error_t err;
+        ok(ddl_proto_decode(f, len - 4, &out, &err) == (ssize_t)(len - 4) &&
+               out.u.rank_state.gen == 0 && out.u.rank_state.rank == 7,
+           "RANK_STATE of minor 2: generation 0");
+        ddl_msg_clear(&out);
+        free(f);
+    }
+
+    in = (ddl_msg_t){.type = DDL_MSG_FAILURE};
+    in.u.failure.gen = 2;
+    in.u.failure.rank = 5;
+    in.u.failure.node_id = 1;
+    in.u.failure.cls = DDL_FAIL_WORKER_SIGNAL;
+    in.u.failure.wstatus = 9;
+    in.u.failure.host = "n2";
+    in.u.failure.text = "worker 123 was killed by signal 9 (SIGKILL)";
+    round_trip(&in, &out);
+    ok(out.u.failure.gen == 2 && out.u.failure.rank == 5 && out.u.failure.node_id == 1 &&
+           out.u.failure.cls == DDL_FAIL_WORKER_SIGNAL && out.u.failure.wstatus == 9 &&
+           out.u.failure.host && strcmp(out.u.failure.host, "n2") == 0 && out.u.failure.text &&
+           strcmp(out.u.failure.text, in.u.failure.text) == 0,
+       "FAILURE fields survive");
+    ddl_msg_clear(&out);
+    {
+        size_t len;
+        uint8_t *f = encode(&in, &len);
+        f[DDL_PROTO_HDR_LEN + 12] = DDL_FAIL_CLASS_MAX + 1;
+        expect_malformed(f, len, "unknown failure class", "class");
+        free(f);
+    }
+
+    in = (ddl_msg_t){.type = DDL_MSG_GENERATION};
+    in.u.generation.gen = 4;
+    in.u.generation.action = DDL_GEN_STOP;
+    in.u.generation.code = DDL_EXIT_NODE_LOST;
+    in.u.generation.delay_ms = 0;
+    in.u.generation.cause = "node 2 (n3): its agent was silent for 2.0 s [node-lost]";
+    round_trip(&in, &out);
+    ok(out.u.generation.gen == 4 && out.u.generation.action == DDL_GEN_STOP &&
+           out.u.generation.code == DDL_EXIT_NODE_LOST && out.u.generation.cause &&
+           strcmp(out.u.generation.cause, in.u.generation.cause) == 0,
+       "GENERATION fields survive");
+    ddl_msg_clear(&out);
+    in.u.generation.action = DDL_GEN_RESTART;
+    in.u.generation.code = -1;
+    in.u.generation.delay_ms = 4000;
+    in.u.generation.cause = NULL;
+    round_trip(&in, &out);
+    ok(out.u.generation.action == DDL_GEN_RESTART && out.u.generation.code == -1 &&
+           out.u.generation.delay_ms == 4000 && out.u.generation.nnodes == 0 &&
+           !out.u.generation.node_rank,
+       "GENERATION restart with a delay and no cause survives (world unchanged)");
+    ddl_msg_clear(&out);
+    uint32_t map[4] = {0, DDL_NODE_IDLE, 2, 1};
+    in.u.generation.nnodes = 4;
+    in.u.generation.node_rank = map;
+    round_trip(&in, &out);
+    ok(out.u.generation.nnodes == 4 && out.u.generation.node_rank &&
+           memcmp(out.u.generation.node_rank, map, sizeof map) == 0,
+       "GENERATION restart with a new world (a spare in a lost node's place) survives");
+    ddl_msg_clear(&out);
+    {
+        size_t len;
+        uint8_t *f = encode(&in, &len);
+        set_u32(f + len - 20, 1000000); /* more nodes than the body holds */
+        expect_malformed(f, len, "node count beyond the body", "node count");
+        free(f);
+    }
+    in.u.generation.nnodes = 0;
+    in.u.generation.node_rank = NULL;
+    {
+        size_t len;
+        uint8_t *f = encode(&in, &len);
+        f[DDL_PROTO_HDR_LEN + 4] = DDL_GEN_FINISH + 1;
+        expect_malformed(f, len, "unknown generation action", "action");
+        free(f);
+        in.u.generation.code = 300;
+        ok(ddl_proto_encode(&in, &f, &len) == 0, "a GENERATION with exit code 300 encodes");
+        expect_malformed(f, len, "exit code out of range", "exit code");
+        free(f);
+    }
+    ok(strcmp(ddl_fail_class_str(DDL_FAIL_NODE), "node-lost") == 0 &&
+           strcmp(ddl_fail_class_str(DDL_FAIL_WORKER_HANG), "worker-hang") == 0 &&
+           strcmp(ddl_fail_class_str(0), "unknown") == 0 &&
+           strcmp(ddl_fail_class_str(99), "unknown") == 0,
+       "failure class names");
+    ok(ddl_fail_score(DDL_FAIL_NODE, 0) > ddl_fail_score(DDL_FAIL_WORKER_HANG, 0) &&
+           ddl_fail_score(DDL_FAIL_WORKER_SIGNAL, 9) > ddl_fail_score(DDL_FAIL_WORKER_EXIT, 1 << 8) &&
+           ddl_fail_score(DDL_FAIL_WORKER_EXIT, 1 << 8) > ddl_fail_score(DDL_FAIL_WORKER_SIGNAL, 6) &&
+           ddl_fail_score(DDL_FAIL_WORKER_EXIT, 0) == 0,
+       "failure scores: node > hang > SIGKILL > exit 1 > SIGABRT (a consequence)");
 
     uint8_t blob[300];
     for (int i = 0; i < 300; i++)
@@ -192,6 +292,13 @@ static void test_round_trips(void)
            out.u.status.ckpt_step == 5000000000LL && out.u.status.ckpt_age_ms == 42,
        "STATUS checkpoint directory, 64-bit step and age survive");
     ddl_msg_clear(&out);
+    in.u.status.last_failure = "generation 0: rank 2 on node 1 (n2): worker 7 was killed";
+    round_trip(&in, &out);
+    ok(out.u.status.last_failure &&
+           strcmp(out.u.status.last_failure, in.u.status.last_failure) == 0,
+       "STATUS last failure survives (minor 3)");
+    ddl_msg_clear(&out);
+    in.u.status.last_failure = NULL;
     round_trip(&in, &out);
     ok(out.u.status.host && strcmp(out.u.status.host, "n3") == 0 && out.u.status.leader == 0 &&
            out.u.status.node_id == 2,
@@ -219,7 +326,14 @@ static void test_round_trips(void)
         for (int i = 0; i < 2; i++)
             tail2 += 4 + 1 + 4 + 8 + strlen(peers[i].host) + strlen(peers[i].addr);
         tail2 += 4 + strlen(in.u.status.ckpt_dir) + 8 + 4; /* checkpoint */
+        tail2 += 4;                                        /* last failure (minor 3), empty */
         ddl_error_t err;
+        /* minor 2: no last failure */
+        set_u32(f + 8, (uint32_t)(l - DDL_PROTO_HDR_LEN - 4));
+        ok(ddl_proto_decode(f, l - 4, &out, &err) == (ssize_t)(l - 4) &&
+               out.u.status.last_failure == NULL && out.u.status.ckpt_step == 5000000000LL,
+           "STATUS of minor version 2: no last failure");
+        ddl_msg_clear(&out);
         for (int minor = 1; minor >= 0; minor--) {
             size_t cut = tail2 + (minor == 0 ? 8 : 0);
             f[5] = (uint8_t)minor;
@@ -538,9 +652,47 @@ static void test_socket_io(void)
     close(fresh[1]);
 }
 
+/* The failure summary file: its fields, JSON escaping, the temp name gone. */
+static void test_fail_summary(void)
+{
+    char dir[] = "/tmp/t_proto.XXXXXX", path[128], buf[2048];
+    ddl_error_t err = {""};
+    if (!mkdtemp(dir))
+        BAIL_OUT("mkdtemp: %s", strerror(errno));
+    snprintf(path, sizeof path, "%s/ck", dir);
+    ddl_fail_summary_t s = {.step = "7.0", .gen = 2, .rank = -1, .node = 3, .host = "n\"4",
+                            .cls = DDL_FAIL_NODE, .text = "its agent was silent\tfor 2.0 s",
+                            .decision = "stop", .exit_code = DDL_EXIT_NODE_LOST,
+                            .ckpt_step = 40, .restarts_left = 1, .detected_ms = 1234};
+    ok(ddl_fail_summary_write(path, &s, &err) == 0, "failure summary written (directory made)");
+    snprintf(buf, sizeof buf, "%s/failure-gen2.json", path);
+    FILE *f = fopen(buf, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = '\0';
+    if (f)
+        fclose(f);
+    ok(strstr(buf, "\"generation\": 2, \"rank\": -1, \"node\": 3, \"host\": \"n\\\"4\"") != NULL,
+       "summary: generation, rank, node and an escaped host");
+    ok(strstr(buf, "\"class\": \"node-lost\", \"exit_status\": -1, \"signal\": 0") != NULL,
+       "summary: class node-lost, no exit status or signal");
+    ok(strstr(buf, "silent\\u0009for") != NULL && strstr(buf, "\"exit_code\": 93") != NULL &&
+           strstr(buf, "\"checkpoint_step\": 40") && strstr(buf, "\"detected_unix_ms\": 1234}"),
+       "summary: escaped text, exit code, checkpoint step, detection time");
+    if (!strstr(buf, "\"exit_code\": 93"))
+        diag("%s", buf);
+    snprintf(buf, sizeof buf, "%s/failure-gen2.json.tmp", path);
+    ok(access(buf, F_OK) != 0, "no temporary file left");
+    snprintf(buf, sizeof buf, "rm -rf '%s'", dir);
+    if (system(buf) != 0)
+        diag("cannot remove %s", dir);
+    ok(ddl_fail_summary_write("/proc/no/such", &s, &err) < 0 && strstr(err.text, "/proc/no/such"),
+       "an unwritable directory fails with its name");
+}
+
 int main(void)
 {
     plan(NO_PLAN);
+    test_fail_summary();
     test_round_trips();
     test_two_frames();
     test_malformed();
