@@ -190,6 +190,30 @@ static const char *job_partition(spank_t sp, char *buf, int len)
     return buf;
 }
 
+/* srun_no_kill: srun (this process) was asked to keep the step when a node
+ * fails: SLURM_NO_KILL, or -k / --no-kill among its arguments (read from
+ * /proc/self/cmdline; an argument of the user's program may pass for one). */
+static int srun_no_kill(void)
+{
+    const char *e = getenv("SLURM_NO_KILL");
+    if (e && *e && strcmp(e, "off") != 0 && strcmp(e, "0") != 0)
+        return 1;
+    char buf[16384];
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    for (char *a = buf; a < buf + n; a += strlen(a) + 1)
+        if (strcmp(a, "-k") == 0 || strcmp(a, "--no-kill") == 0 ||
+            (strncmp(a, "--no-kill=", 10) == 0 && strcmp(a + 10, "off") != 0))
+            return 1;
+    return 0;
+}
+
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
     (void)ac;
@@ -226,6 +250,11 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
                     ddl_opt.checkpoint_dir, ddl_conf_file);
         return -1;
     }
+    if (spank_context() == S_CTX_LOCAL && (ddl_opt.spares > 0 || ddl_opt.min_nodes > 0) &&
+        !srun_no_kill())
+        slurm_info("ddl: warning: --ddl-spares and --ddl-min-nodes recover from a lost node "
+                   "only if Slurm keeps the job and the step: add --no-kill to this srun and to "
+                   "the job's sbatch or salloc");
     if (spank_context() == S_CTX_REMOTE) {
         uint32_t step = 0;
         if (spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS &&

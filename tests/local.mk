@@ -103,3 +103,11 @@ tests/integration/t0015-slurm-ddl.log: tests/integration/t0014-slurm-mpi.log
 # python3-torch.  One cluster at a time: it runs after t0015.
 INTEGRATION_TESTS += tests/integration/t0016-slurm-torch.t
 tests/integration/t0016-slurm-torch.log: tests/integration/t0015-slurm-ddl.log
+
+# Recovery under srun --ddl on the 3-node namespace cluster: a killed and a
+# stopped worker, a crashed node replaced by a spare, a shrunk world, a
+# crashed leader, the restart budget and the crash-loop guard.  One cluster
+# at a time: it runs after t0016.
+INTEGRATION_TESTS += tests/integration/t0019-slurm-recovery.t
+tests/integration/t0019-slurm-recovery.log: tests/integration/t0016-slurm-torch.log
+EXTRA_DIST += tests/slurm/lib-cluster.sh

@@ -1,0 +1,181 @@
+#!/bin/sh
+# t0019-slurm-recovery: failures under `srun --ddl` on the 3-node namespace
+# cluster (issue 6): fmnist-train with checkpoints, 2 tasks per node, each
+# scenario started fresh, the data over TCP (UCX_TLS=tcp,self) and one
+# allreduce algorithm (ring), so that the final weights are bit-identical
+# whenever the world is the same:
+#
+#  0. baseline: -N3 --ddl-spares=1: 4 ranks on n1-n2, n3 idle; exits 0;
+#     --ddl-spares without --no-kill draws srun's warning;
+#  1. a worker killed with SIGKILL after the first checkpoint: restart,
+#     same weights, `ddl-agent status` on n1 and failure-gen0.json name it;
+#  2. a worker stopped with SIGSTOP: found by --ddl-hang-timeout=2, same
+#     weights, class worker-hang;
+#  3. n2 crashed (link down first: no FIN) with --ddl-spares=1: n3 takes its
+#     place, same weights, class node-lost; srun exits 0 once Slurm has
+#     seen the node fail;
+#  4. n3 crashed without a spare, --ddl-min-nodes=2: the world shrinks to 4
+#     ranks, the run completes with a sane accuracy;
+#  5. n1, the leader, crashed: the other nodes stop their ranks (exit 93);
+#  6. a worker that exits 1 every time: exit 90 after the budget
+#     (--ddl-restarts=2); with checkpoints and no progress, exit 91 (the
+#     crash-loop guard, DDL_CRASH_LOOP=1);
+#
+# and after each, no fmnist-train, ddl-launch or ddl-agent on any node that
+# is up.  Detection and recovery times are measured by bench/run-node-loss.sh,
+# not here.  Skips like t0015 (root, Slurm, plugin, fmnist and its data).
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+. "$top_srcdir/tests/slurm/lib-cluster.sh"
+DATA=${DDL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
+[ -x "$FMNIST" ] || t_skip_all "fmnist-train not built (no OpenBLAS)"
+[ -r "$DATA/train-images-idx3-ubyte.gz" ] || t_skip_all "no Fashion-MNIST in $DATA"
+
+cl_init "/var/tmp/ddl-cluster.$$" 3 'max_restarts = 5
+hang_timeout_min = 1
+checkpoint_roots = {"/var/tmp"}'
+cl_start
+export UCX_TLS=tcp,self DDL_ALLREDUCE_ALGO=ring
+unset MASTER_ADDR MASTER_PORT
+CK=/var/tmp/ddl-ck.$$
+trap 'sh "$CLUSTER" stop "$CL_DIR" >/dev/null 2>&1; rm -rf "$CK"*; t_cleanup' EXIT
+ARGS="--epochs 2 --limit 30000 --checkpoint-every 25"
+
+# train NAME [SRUN-OPTIONS]: start the training in the background (pid in
+# $run), checkpoints in $CK-NAME, output in $T_TMP/NAME.out and .err.
+train() {
+    name=$1
+    shift
+    ck="$CK-$name"
+    # shellcheck disable=SC2086 # ARGS: several words
+    timeout -k 5 240 srun --mpi=pmix -N3 --ntasks-per-node=2 --ddl --ddl-restarts=2 \
+        --ddl-checkpoint-dir="$ck" -J "$T_TOKEN" "$@" "$FMNIST" $ARGS --checkpoint-dir "$ck" \
+        >"$T_TMP/$name.out" 2>"$T_TMP/$name.err" &
+    run=$!
+}
+crc() { sed -n 's/^checksums: all \([0-9]*\) ranks agree (\(0x[0-9a-f]*\))$/\1 \2/p' "$T_TMP/$1.out"; }
+# victim RANK: the pid of world rank RANK's worker (the program itself)
+victim() {
+    for p in $(pgrep -f "fmnist-train .*$ck"); do
+        case "$(cat /proc/"$p"/comm 2>/dev/null)" in fmnist-train | lt-fmnist-train) ;; *) continue ;; esac
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "DDL_RANK=$1" && { echo "$p"; return; }
+    done
+}
+clean() { # clean WHAT: nothing of the step left on the nodes that are up
+    i=0
+    while [ $((i += 1)) -lt 100 ] &&
+        [ "$(cl_procs fmnist-train)$(cl_procs ddl-launch)$(cl_procs ddl-agent)" != 000 ]; do
+        sleep 0.1
+    done
+    t_is "$(cl_procs fmnist-train) $(cl_procs ddl-launch) $(cl_procs ddl-agent)" "0 0 0" \
+        "$1: no fmnist-train, ddl-launch or ddl-agent left on the nodes that are up"
+}
+summary() { cat "$CK-$1/failure-gen0.json" 2>/dev/null; }
+
+# --- 0. baseline --------------------------------------------------------------
+train base --ddl-spares=1
+wait $run
+t_is $? 0 "baseline: 3 nodes, one of them a spare: exits 0"
+want=$(crc base)
+t_is "${want%% *}" 4 "... 4 ranks trained (n3 was idle) and agree: ${want#* }"
+t_like "$T_TMP/base.err" "warning: --ddl-spares and --ddl-min-nodes recover from a lost node only if Slurm keeps the job and the step: add --no-kill" \
+    "... srun warns that --ddl-spares needs --no-kill"
+clean baseline
+
+# --- 1. SIGKILL ------------------------------------------------------------------
+train kill --ddl-spares=1 --no-kill
+t_wait_file "$ck/latest" 120
+p=$(victim 2)
+t_ok $([ -n "$p" ]; echo $?) "kill: rank 2's worker after the first checkpoint: pid ${p:-?}"
+[ -n "$p" ] && kill -KILL "$p"
+i=0
+while [ $((i += 1)) -lt 100 ] && ! on_node n1 "$DDL_AGENT" status 2>/dev/null | grep -q "last failure"; do
+    sleep 0.1
+done
+on_node n1 "$DDL_AGENT" status >"$T_TMP/status" 2>&1
+t_like "$T_TMP/status" "last failure: generation 0: rank 2 on node 1 \(n2\): worker $p was killed by signal 9 \(SIGKILL\) \[worker-signal\]; restart 1 of 2" \
+    "... ddl-agent status on n1 names the failure while the step runs on"
+wait $run
+t_is $? 0 "... the step finishes (exit 0)"
+t_is "$(crc kill)" "$want" "... with the weights of the baseline"
+t_like "$T_TMP/kill.err" "generation 0: rank 2 on node 1 \(n2\): worker [0-9]+ was killed by signal 9 \(SIGKILL\) \[worker-signal\]; restart 1 of 2: generation 1 resumes from the checkpoint of step [0-9]+" \
+    "... srun's output names it in one line"
+summary kill >"$T_TMP/sum"
+t_like "$T_TMP/sum" '"generation": 0, "rank": 2, "node": 1, "host": "n2", "class": "worker-signal", .*"signal": 9, .*"decision": "restart"' \
+    "... and failure-gen0.json"
+clean kill
+
+# --- 2. SIGSTOP ------------------------------------------------------------------
+train hang --ddl-hang-timeout=2 --ddl-spares=1 --no-kill
+t_wait_file "$ck/latest" 120
+p=$(victim 1)
+t_ok $([ -n "$p" ]; echo $?) "hang: rank 1's worker stopped after the first checkpoint: pid ${p:-?}"
+[ -n "$p" ] && kill -STOP "$p"
+wait $run
+t_is $? 0 "... the step finishes (exit 0)"
+t_is "$(crc hang)" "$want" "... with the weights of the baseline"
+t_like "$T_TMP/hang.err" "rank 1 on node 0 \(n1\): worker $p hung: nothing heard for [0-9.]+ s \(hang timeout 2.0 s\); .*now stopped \(state T" \
+    "... named as hung, with what it was doing"
+summary hang >"$T_TMP/sum"
+t_like "$T_TMP/sum" '"rank": 1, .*"class": "worker-hang"' "... failure-gen0.json: worker-hang"
+clean hang
+
+# --- 3. a node lost, a spare takes its place ------------------------------------
+train spare --ddl-spares=1 --no-kill
+t_wait_file "$ck/latest" 120
+cl_crash n2 silent
+wait $run
+t_is $? 0 "spare: n2 crashed (link down first): the step finishes (exit 0)"
+t_is "$(crc spare)" "$want" "... with the weights of the baseline"
+t_like "$T_TMP/spare.err" "node 1 \(n2\): its agent was silent for [0-9.]+ s \(node timeout 2.0 s\) \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, n3, in place of node 1\)" \
+    "... the leader names the lost node and the spare"
+t_like "$T_TMP/spare.err" "task 4: the spare takes rank 2 of 4" "... n3's first task takes rank 2"
+summary spare >"$T_TMP/sum"
+t_like "$T_TMP/sum" '"rank": -1, "node": 1, "host": "n2", "class": "node-lost", .*"decision": "restart"' \
+    "... failure-gen0.json: node-lost"
+clean spare
+cl_restart
+
+# --- 4. a node lost, the world shrinks -------------------------------------------
+train shrink --ddl-min-nodes=2 --no-kill
+t_wait_file "$ck/latest" 120
+cl_crash n3
+wait $run
+t_is $? 0 "shrink: n3 crashed, no spare, --ddl-min-nodes=2: the step finishes (exit 0)"
+t_is "$(crc shrink | cut -d' ' -f1)" 4 "... on 4 ranks, which agree"
+acc=$(sed -n 's/^final test accuracy: \([0-9]*\)\..*/\1/p' "$T_TMP/shrink.out")
+t_ok $([ "${acc:-0}" -ge 80 ]; echo $?) "... test accuracy ${acc:-?}% (at least 80%)"
+t_like "$T_TMP/shrink.err" "node 2 \(n3\): its agent closed its link \[node-lost\]; restart 1 of 2: generation 1 \(shrunk to 2 nodes, 4 ranks" \
+    "... the leader says the world shrank"
+clean shrink
+cl_restart
+
+# --- 5. the leader lost ----------------------------------------------------------
+train leader --ddl-spares=1 --no-kill
+t_wait_file "$ck/latest" 120
+cl_crash n1 silent
+wait $run
+t_is $? 93 "leader: n1 crashed: srun exits 93 (the others stopped their ranks)"
+t_like "$T_TMP/leader.err" "lost the leader agent \(192.168.213.11:[0-9]+\): was silent for [0-9.]+ s \(node timeout 2.0 s\); stopping this node's ranks \(exit status 93\)" \
+    "... each survivor says it lost the leader"
+clean leader
+cl_restart
+
+# --- 6. budget and crash loop ----------------------------------------------------
+cat >"$T_TMP/fail.sh" <<'EOF'
+sleep 0.3
+[ "$DDL_RANK" = 1 ] && exit 1
+sleep 20
+EOF
+timeout -k 5 120 srun --mpi=pmix -N2 --ntasks-per-node=2 --ddl --ddl-restarts=2 -J "$T_TOKEN" \
+    sh "$T_TMP/fail.sh" >"$T_TMP/loop.out" 2>"$T_TMP/loop.err"
+t_is $? 90 "budget: a worker that exits 1 every time: exit 90 after 2 restarts"
+t_like "$T_TMP/loop.err" "generation 2: rank 1 on node 0 \(n1\): worker [0-9]+ exited with status 1 \[worker-exit\]; stopping the step \(exit status 90\): the restarts allowed \(--ddl-restarts\) are spent" \
+    "... the last failure says the budget is spent"
+mkdir -p "$CK-loop"
+DDL_CRASH_LOOP=1 timeout -k 5 120 srun --mpi=pmix -N2 --ntasks-per-node=2 --ddl --ddl-restarts=5 \
+    --ddl-checkpoint-dir="$CK-loop" -J "$T_TOKEN" sh "$T_TMP/fail.sh" >"$T_TMP/loop.out" 2>"$T_TMP/loop.err"
+t_is $? 91 "crash loop: no checkpoint progress over 2 failures (DDL_CRASH_LOOP=1): exit 91"
+t_like "$T_TMP/loop.err" "stopping the step \(exit status 91\): failures in a row without a new checkpoint: a crash loop \(do not requeue\)" \
+    "... named a crash loop"
+clean loop
+t_done

@@ -1,0 +1,86 @@
+# lib-cluster.sh: helpers for the integration tests that run on the
+# namespace cluster of cluster.sh.  Source it after tests/integration/lib.sh.
+#
+#   cl_init DIR NODES CONF    take the one bridge (waiting for another cluster to
+#                             stop), write ddl.conf (CONF: its text) and a
+#                             plugstack.conf that loads this build's plugin
+#   cl_start                  start the cluster; skips the whole test if Slurm
+#                             cannot run here; fails and ends it if the start fails
+#   cl_restart                stop and start again (after a node crash)
+#   cl_crash NODE [silent]    crash a node (cluster.sh crash)
+#   on_node NODE CMD...       CMD inside node NODE (net, mount, uts namespaces)
+#   cl_procs NAME             processes named NAME on the nodes that are up
+#
+# The EXIT trap stops the cluster; lib.sh's t_cleanup runs after it.
+
+CLUSTER="$top_srcdir/tests/slurm/cluster.sh"
+PLUGIN="$top_builddir/plugins/.libs/spank_ddl.so"
+
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+cl_init() {
+    CL_DIR=$1
+    CL_NODES=$2
+    [ -f "$PLUGIN" ] || t_skip_all "spank_ddl.so not built (configure found no slurm/spank.h)"
+    [ -x "$DDL_LAUNCH" ] || t_skip_all "ddl-launch not built"
+    [ "$(id -u)" = 0 ] || t_skip_all "needs root (network namespaces, slurmd)"
+    # One namespace cluster at a time on a host (one bridge, ddlbr0).
+    i=0
+    while ip link show ddlbr0 >/dev/null 2>&1 && [ $i -lt 150 ]; do
+        [ $i -eq 0 ] && t_diag "bridge ddlbr0 exists: waiting up to 300 s for that cluster to stop"
+        sleep 2
+        i=$((i + 1))
+    done
+    CL_CONF="$T_TMP/ddl.conf"
+    printf '%s\n' "$3" >"$CL_CONF"
+    export DDL_CLUSTER_SHARE="$top_builddir $top_srcdir $T_TMP"
+    export SLURM_CONF="$CL_DIR/slurm.conf"
+    # Each node's agents put their sockets in the node's own /tmp.
+    unset DDL_RUNTIME_DIR
+}
+
+cl_plugstack() {
+    mkdir -p "$CL_DIR"
+    echo "required $PLUGIN config=$CL_CONF launch=$DDL_LAUNCH" >"$CL_DIR/plugstack.conf"
+}
+
+cl_start() {
+    cl_plugstack
+    sh "$CLUSTER" start "$CL_DIR" "$CL_NODES" >"$T_TMP/start.out" 2>"$T_TMP/start.err"
+    rc=$?
+    if [ $rc -eq 77 ]; then
+        rm -rf "$CL_DIR"
+        t_skip_all "$(sed -n 's/^cluster.sh: skip: //p' "$T_TMP/start.err")"
+    fi
+    [ $rc -eq 0 ] && trap 'sh "$CLUSTER" stop "$CL_DIR" >/dev/null 2>&1; t_cleanup' EXIT
+    t_is $rc 0 "a $CL_NODES-node cluster starts with spank_ddl.so in plugstack.conf"
+    [ $rc -eq 0 ] || { sed 's/^/# /' "$T_TMP/start.err"; rm -rf "$CL_DIR"; t_done; }
+}
+
+cl_restart() {
+    sh "$CLUSTER" stop "$CL_DIR" >/dev/null 2>&1
+    cl_plugstack
+    sh "$CLUSTER" start "$CL_DIR" "$CL_NODES" >"$T_TMP/start.out" 2>"$T_TMP/start.err"
+    rc=$?
+    t_is $rc 0 "the cluster starts again (fresh nodes)"
+    [ $rc -eq 0 ] || { sed 's/^/# /' "$T_TMP/start.err"; t_done; }
+}
+
+cl_crash() { sh "$CLUSTER" crash "$CL_DIR" "$@"; }
+
+slurmd_pid() { cat "$CL_DIR/nodes/$1/slurmd.pid" 2>/dev/null; }
+
+on_node() {
+    n=$1
+    shift
+    timeout -k 5 30 nsenter -t "$(slurmd_pid "$n")" -n -m -u -- "$@"
+}
+
+cl_procs() {
+    for n in $(seq "$CL_NODES"); do
+        p=$(slurmd_pid "n$n")
+        [ -n "$p" ] && [ -d "/proc/$p" ] && pgrep --ns "$p" --nslist net -x "$1"
+    done | wc -l
+}
