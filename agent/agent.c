@@ -672,6 +672,9 @@ static void apply_generation(agent_t *a, const ddl_msg_t *m)
         return;
     if (g->cause && *g->cause)
         snprintf(a->last_failure, sizeof a->last_failure, "%s", g->cause);
+    if (!a->leader && g->action != DDL_GEN_FINISH) /* the leader said it already */
+        ddl_info("node %u: %s", a->opts->node_id,
+                 g->cause ? g->cause : "stop");
     if (g->action == DDL_GEN_RESTART) {
         if (g->gen <= a->gen) {
             ddl_warn("ignoring a restart into generation %u (this step is in %u)", g->gen, a->gen);

@@ -1,18 +1,27 @@
 #!/bin/sh
 # run-restart.sh: how fast a failure is detected and the job runs again
-# (issue 6): ddlrun --restarts on this machine, against Slurm's own
-# detection on the namespace cluster (when run as root with Slurm).
+# (issue 6): ddlrun --restarts on this machine, then `srun --ddl` and
+# Slurm's own detection on the namespace cluster (when run as root with
+# Slurm).
 #
 #   bench/run-restart.sh BUILDDIR [RUNS]        (default 5)
 #
-# ddlrun -n 4 --restarts 1 runs bench/ft-probe (8-byte allreduces every
-# 10 ms); rank 1's worker is then failed from outside:
-#   kill  SIGKILL;
-#   hang  SIGSTOP, found by --hang-timeout 1 (the timeout is part of it).
-# Columns: detected = from the signal to ddlrun's line naming the failure;
-# first step = from the signal to the new generation's first allreduce
-# (ft-probe's own clock), which includes stopping the other ranks, the
-# 0.5 s backoff before the first restart, and the new generation's start.
+# bench/ft-probe runs 8-byte allreduces every 10 ms; a rank's worker or a
+# node is then failed from outside:
+#   kill   SIGKILL of rank 1's worker;
+#   hang   SIGSTOP of rank 1's worker, found by the hang timeout (1 s; the
+#          timeout is part of the time);
+#   crash  (srun --ddl -N3 --ntasks-per-node=1 --ddl-spares=1) node n2
+#          crashed: `cluster.sh crash n2 silent` (link down, then every
+#          process killed: no FIN leaves the node, only the heartbeats'
+#          silence tells), or `crash n2` (killed first: the kernel closes
+#          its connections); n3, the spare, takes n2's place.
+# Columns: detected = from the failure to the line naming it (ddlrun's, the
+# leader agent's; DDL_LOG_TIME stamps agents' lines); every survivor = to
+# the last agent's line saying it knows (DDL_LOG_LEVEL=info); first step =
+# to the new generation's first allreduce (ft-probe's own clock), which
+# includes stopping the other ranks, the 0.5 s backoff before the first
+# restart, and the new generation's start.
 # Slurm: `srun -N2 -n2 sleep` with the task on n2 killed (SIGKILL), and n2
 # crashed (tests/slurm/cluster.sh crash: every process killed, link down):
 # from the kill to srun's first line about it.  Medians, minimum, maximum.
@@ -38,6 +47,17 @@ worker_pid() {
     done
 }
 
+# wait_gen0: until ft-probe's generation 0 has run its first step (in
+# $tmp/log), and half a second more.
+wait_gen0() {
+    k=0
+    while ! grep -q 'first-step gen 0' "$tmp/log" 2>/dev/null && [ $k -lt 300 ]; do
+        sleep 0.1
+        k=$((k + 1))
+    done
+    sleep 0.5
+}
+
 # row NAME FILE: median, min, max of the numbers (ms) in FILE.
 row() {
     sort -n "$2" | awk -v name="$1" '{ t[NR] = $1 }
@@ -54,12 +74,7 @@ ddl_case() {
     while [ $i -lt "$runs" ]; do
         { timeout 120 "$ddlrun" -n 4 --restarts 1 "$@" "$probe" 50 2>&1 | stamp >"$tmp/log"; } &
         job=$!
-        k=0
-        while ! grep -q 'first-step gen 0' "$tmp/log" 2>/dev/null && [ $k -lt 300 ]; do
-            sleep 0.1
-            k=$((k + 1))
-        done
-        sleep 0.5
+        wait_gen0
         p=$(worker_pid 1)
         [ -n "$p" ] || { echo "run-restart: no worker for rank 1" >&2; exit 1; }
         t0=$(now)
@@ -135,3 +150,62 @@ slurm_case() {
 }
 slurm_case "task SIGKILL (srun --kill-on-bad-exit)" kill
 slurm_case "node n2 crashed (SlurmdTimeout=10)" crash
+
+# srun --ddl on 3 nodes (one task each), n3 a spare; the plugin of this build.
+sh "$top/tests/slurm/cluster.sh" stop "$dir" >/dev/null 2>&1
+conf="$tmp/ddl.conf"
+printf 'hang_timeout_min = 1\n' >"$conf"
+restart_cluster() {
+    sh "$top/tests/slurm/cluster.sh" stop "$dir" >/dev/null 2>&1
+    mkdir -p "$dir"
+    echo "required $build/plugins/.libs/spank_ddl.so config=$conf launch=$build/launcher/ddl-launch" \
+        >"$dir/plugstack.conf"
+    DDL_CLUSTER_SHARE="$build $top $tmp" sh "$top/tests/slurm/cluster.sh" start "$dir" 3 >/dev/null
+}
+restart_cluster || { echo "# srun --ddl rows skipped: the cluster did not start"; exit 0; }
+
+# ddl_slurm_case NAME ACTION [SRUN-OPTIONS]: ACTION kill, hang, crash or crash-silent
+ddl_slurm_case() {
+    name=$1 action=$2
+    shift 2
+    : >"$tmp/det"
+    : >"$tmp/all"
+    : >"$tmp/first"
+    i=0
+    while [ $i -lt "$runs" ]; do
+        case $action in crash*) restart_cluster ;; esac
+        { UCX_TLS=tcp,self DDL_LOG_TIME=1 DDL_LOG_LEVEL=info timeout 120 srun --no-kill \
+            --mpi=pmix -N3 --ntasks-per-node=1 --ddl --ddl-restarts=1 --ddl-spares=1 "$@" \
+            "$probe" 50 2>&1 | stamp >"$tmp/log"; } &
+        job=$!
+        wait_gen0
+        t0=$(now)
+        case $action in
+        crash) sh "$top/tests/slurm/cluster.sh" crash "$dir" n2 >/dev/null 2>&1 ;;
+        crash-silent) sh "$top/tests/slurm/cluster.sh" crash "$dir" n2 silent >/dev/null 2>&1 ;;
+        *)
+            p=$(ip netns pids ddln2 2>/dev/null | while read -r q; do
+                case "$(cat /proc/"$q"/comm 2>/dev/null)" in ft-probe | lt-ft-probe) echo "$q" ;; esac
+            done | head -1)
+            [ -n "$p" ] || { echo "run-restart: no worker on n2" >&2; exit 1; }
+            kill -s "$([ "$action" = hang ] && echo STOP || echo KILL)" "$p" ;;
+        esac
+        wait $job || true
+        # agents' lines carry their own time: [seconds.ms]
+        td=$(sed -n 's/^[0-9]* \[\([0-9]*\)\.\([0-9]*\)\] ddl-agent: generation 0: .*\(rank 1 on\|node 1 (n2)\).*/\1\2/p' "$tmp/log" | head -1)
+        ta=$(sed -n 's/^[0-9]* \[\([0-9]*\)\.\([0-9]*\)\] ddl-agent: node [0-9]*: generation 0: .*/\1\2/p' "$tmp/log" | sort -n | tail -1)
+        tf=$(awk '/first-step gen 1 at/ { print $NF; exit }' "$tmp/log")
+        [ -n "$td" ] && echo $((td - t0 / 1000000)) >>"$tmp/det"
+        [ -n "$ta" ] && [ -n "$td" ] && echo $((ta > td ? ta - t0 / 1000000 : td - t0 / 1000000)) >>"$tmp/all"
+        [ -n "$tf" ] && echo $(((tf - t0) / 1000000)) >>"$tmp/first"
+        scancel --user=root >/dev/null 2>&1 || true
+        i=$((i + 1))
+    done
+    row "srun --ddl: $name, detected by the leader" "$tmp/det"
+    row "srun --ddl: $name, known on every survivor" "$tmp/all"
+    row "srun --ddl: $name, first step of generation 1" "$tmp/first"
+}
+ddl_slurm_case "worker SIGKILL" kill
+ddl_slurm_case "worker SIGSTOP, --ddl-hang-timeout=1" hang --ddl-hang-timeout=1
+ddl_slurm_case "node n2 crashed, killed first (FIN), spare n3" crash
+ddl_slurm_case "node n2 crashed, link down first, spare n3" crash-silent

@@ -121,7 +121,8 @@ ddl_status_t ddl_finalize(void);
 
 /* ddl_heartbeat: tell the rank's supervisor that the program is making
  * progress, at `step` (e.g. the training iteration; negative: none).  Under
- * ddlrun --hang-timeout, a worker from which nothing is heard for that long
+ * ddlrun --hang-timeout (and srun --ddl --ddl-hang-timeout), a worker from
+ * which nothing is heard for that long
  * is taken as hung: its state and last step are reported, it is killed and
  * (with --restarts) the job restarts.  libddl also beats on every
  * collective and while it waits for a peer, so a program that calls a
