@@ -621,7 +621,7 @@ static void handle_status(agent_t *a, conn_t *c)
         snprintf(pi->addr, sizeof pi->addr, "%s", p->addr);
     }
     m.u.status.step = (char *)a->opts->step;
-    m.u.status.size = a->opts->size;
+    m.u.status.size = a->world; /* with spares, fewer than the tasks */
     m.u.status.gen = a->gen > a->ag_gen ? a->gen : a->ag_gen;
     m.u.status.agent_pid = (int32_t)getpid();
     m.u.status.nranks = k;
