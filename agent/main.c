@@ -8,6 +8,7 @@
  *   ddl-agent status [--socket PATH] [--json]
  *   ddl-agent topo [--input FILE.xml] [--ranks N] [--gpus LIST] [--cpus LIST] [--json]
  *   ddl-agent config --check FILE [--partition NAME]
+ *   ddl-agent heartbeat [STEP]
  *
  * `serve` is started by ddlrun (and by ddl-launch under Slurm), once
  * per node per step; `status` is for people and scripts on a compute node.
@@ -15,6 +16,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,6 +45,7 @@ static void usage(FILE *f)
             "                       [--heartbeat MS] [--supervise [--restarts N] "
             "[--crash-loop K]\n"
             "                        [--node-timeout MS] [--spares K] [--min-nodes M]]\n"
+            "       ddl-agent heartbeat [STEP]\n"
             "       ddl-agent --version | --help\n"
             "\n"
             "status   show the ddl steps running on this node: each rank's state, pids,\n"
@@ -51,6 +54,9 @@ static void usage(FILE *f)
             "topo     show this node's GPUs, NICs and cores, and where ddl would place N\n"
             "         local ranks ('ddl-agent topo --help' for its options)\n"
             "config   check an administrator's ddl.conf and print its effective values\n"
+            "heartbeat  tell the rank's supervisor that the program (one that does not use\n"
+            "         libddl) is making progress, at training step STEP: run it more often\n"
+            "         than the hang timeout\n"
             "serve    run the agent of one step (started by ddlrun or ddl-launch)\n",
             ddl_agent_topo_usage, ddl_agent_config_usage);
 }
@@ -96,6 +102,43 @@ static int cmd_status(int argc, char **argv)
     if (optind < argc)
         return bad("status: unexpected argument '%s'", argv[optind]);
     return ddl_agent_status(path, json);
+}
+
+/* cmd_heartbeat: one progress record to the worker's supervisor, as
+ * libddl's ddl_heartbeat() sends (DDL_HEARTBEAT_FD inherited from the
+ * worker, else the FIFO DDL_HEARTBEAT_PATH).  Exit 0 when sent, 1 when
+ * there is no supervisor to tell (not a hang-watched worker), 2 usage. */
+static int cmd_heartbeat(int argc, char **argv)
+{
+    long step = -1, fd = -1;
+    if (argc > 2 || (argc == 2 && (ddl_parse_long(argv[1], 0, 0x7fffffffffffffffL, &step) < 0)))
+        return bad("heartbeat: '%s' is not a step number (0 or more)", argc > 1 ? argv[1] : "");
+    const char *v = getenv("DDL_HEARTBEAT_FD"), *path = getenv("DDL_HEARTBEAT_PATH");
+    int own = 0;
+    if (!v || ddl_parse_long(v, 3, 1 << 20, &fd) < 0 || fcntl((int)fd, F_GETFD) < 0) {
+        fd = path && *path ? open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC) : -1;
+        own = 1;
+    } else {
+        int fl = fcntl((int)fd, F_GETFL); /* a full pipe drops the record, as libddl does */
+        if (fl >= 0)
+            fcntl((int)fd, F_SETFL, fl | O_NONBLOCK);
+    }
+    if (fd < 0) {
+        fprintf(stderr, "ddl-agent: heartbeat: no supervisor to tell: neither DDL_HEARTBEAT_FD "
+                        "nor DDL_HEARTBEAT_PATH is usable (run it from a worker of ddlrun "
+                        "--hang-timeout or srun --ddl)\n");
+        return 1;
+    }
+    ddl_beat_rec_t r = {.collectives = 0, .step = step};
+    ssize_t n = write((int)fd, &r, sizeof r);
+    if (own)
+        close((int)fd);
+    if (n != (ssize_t)sizeof r) {
+        fprintf(stderr, "ddl-agent: heartbeat: cannot write to the supervisor: %s\n",
+                n < 0 ? strerror(errno) : "short write");
+        return 1;
+    }
+    return 0;
 }
 
 /* parse_ranks: "0,1,5" into a malloc'd array. */
@@ -299,6 +342,8 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "topo") == 0)
         return ddl_agent_topo_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "heartbeat") == 0)
+        return cmd_heartbeat(argc - 1, argv + 1);
     if (strcmp(cmd, "config") == 0)
         return ddl_agent_config_main(argc - 1, argv + 1);
     if (strcmp(cmd, "--version") == 0) {
@@ -309,7 +354,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "ddl-agent: unknown command '%s' (expected status, topo, config or serve)\n"
+    fprintf(stderr, "ddl-agent: unknown command '%s' (expected status, topo, config, heartbeat or "
+                    "serve)\n"
                     "Try 'ddl-agent --help'.\n", cmd);
     return 2;
 }

@@ -9,14 +9,18 @@
 # full disk (root: a 2 MiB tmpfs) every commit fails cleanly and training
 # ends as without checkpoints.  A program that fails at
 # start every time stops after the restart budget (exit 90), or earlier at
-# the crash-loop guard (exit 91) when checkpoints make no progress.
+# the crash-loop guard (exit 91) when checkpoints make no progress.  A
+# program without libddl beats with `ddl-agent heartbeat STEP`.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 
 # the restart budget and the crash-loop guard, with a program that fails
 # at once (a token in its arguments finds leftovers)
 t_run 60 "$DDLRUN" -n 2 --restarts 2 sh -c 'echo "generation $DDL_GENERATION restart $DDL_RESTART_COUNT"; exit 3' "$T_TOKEN"
 t_is $? 90 "a program failing every time: ddlrun --restarts 2 exits 90 when the budget is spent"
-t_is "$(grep -c '^generation 2 restart 2$' "$T_TMP/out")" 2 "... after generations 0, 1 and 2, each with DDL_GENERATION and DDL_RESTART_COUNT"
+# (a rank may be stopped before it prints: its peer's failure comes first)
+n=$(grep -c '^generation 2 restart 2$' "$T_TMP/out")
+t_ok $([ "$n" -ge 1 ] && ! grep -q '^generation 3' "$T_TMP/out"; echo $?) \
+    "... after generations 0, 1 and 2, each with DDL_GENERATION and DDL_RESTART_COUNT ($n of 2 ranks said generation 2)"
 t_like "$T_TMP/err" "generation 2 failed and the 2 restarts allowed \(--restarts\) are spent" "... saying why"
 t_run 60 "$DDLRUN" -n 2 --restarts 10 --crash-loop 2 --checkpoint-dir "$T_TMP/loop" sh -c 'exit 1' "$T_TOKEN"
 t_is $? 91 "with --checkpoint-dir and no checkpoint progress: --crash-loop 2 stops with exit 91"
@@ -26,6 +30,24 @@ t_ok $([ -f "$T_TMP/loop/failure-gen2.json" ] && [ ! -f "$T_TMP/loop/failure-gen
 t_run 30 "$DDLRUN" -n 1 --restarts x true
 t_is $? 2 "--restarts x is refused (exit 2)"
 t_like "$T_TMP/err" "--restarts: 'x' is not a number \(0-100\)" "... with the accepted range"
+
+# a program without libddl beats with `ddl-agent heartbeat STEP`: while it
+# does, it is not hung; once it stops, it is, with its last step reported
+cat >"$T_TMP/beat.sh" <<EOF
+i=0
+while [ \$i -lt 20 ]; do "$DDL_AGENT" heartbeat \$i || exit 9; sleep 0.1; i=\$((i + 1)); done
+[ "\$1" = stop ] && sleep 30
+exit 0
+EOF
+t_run 60 "$DDLRUN" -n 2 --hang-timeout 1 sh "$T_TMP/beat.sh" go "$T_TOKEN"
+t_is $? 0 "ddl-agent heartbeat every 0.1 s for 2 s under --hang-timeout 1: not taken as hung (exit 0)"
+t_run 60 "$DDLRUN" -n 1 --hang-timeout 1 sh "$T_TMP/beat.sh" stop "$T_TOKEN"
+t_is $? 92 "... silent afterwards: hung (exit 92)"
+t_like "$T_TMP/err" "hung: nothing heard for 1.[0-9] s .*last beat after 0 collectives, step 19;" \
+    "... the report names the last step given to ddl-agent heartbeat"
+"$DDL_AGENT" heartbeat 3 2>"$T_TMP/err"
+t_is $? 1 "ddl-agent heartbeat outside a watched worker: exit 1"
+t_like "$T_TMP/err" "no supervisor to tell" "... saying there is no supervisor"
 
 [ -x "$FMNIST" ] || { t_skip "fmnist-train not built (no OpenBLAS): no training to resume"; t_done; }
 data=${DDL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
