@@ -135,6 +135,18 @@ typedef struct {
     uint32_t *node_rank;    /* per node: its position in the world, NO_RANK: idle; NULL: no map */
     uint32_t *slot_of_rank; /* per world rank: its slot (with a map) */
     uint8_t *lost;          /* per node: lost */
+    /* leader takeover (supervised, several nodes): every agent listens, the
+     * leader tells all where (ROSTER); when the leader is lost, the lowest
+     * live node leads */
+    char (*roster)[64];     /* per node: where its agent listens, "" unknown */
+    int listen_fd;          /* not leading: the socket it would lead on, -1: none */
+    uint32_t leader_node;   /* the node of the leader agent */
+    char leader_addr[64];   /* where the leader listens */
+    int64_t takeover_until; /* new leader: wait for the others' hellos until then, 0: not */
+    int need_takeover;      /* the leader was lost: choose another (main loop) */
+    char takeover_why[300]; /* "lost the leader agent (node N, ADDR): HOW" */
+    char takeover_how[160];
+    uint32_t old_leader;    /* the leader that was lost */
 } agent_t;
 
 #define NO_RANK UINT32_MAX
@@ -153,6 +165,9 @@ static int64_t rank_of(const agent_t *a, int64_t s)
     uint32_t pos = a->node_rank[(uint32_t)s / a->tpn];
     return pos == NO_RANK ? -1 : (int64_t)pos * a->tpn + (uint32_t)s % a->tpn;
 }
+
+static void send_roster(agent_t *a);
+static void handle_roster(agent_t *a, const ddl_msg_t *m);
 
 /* remap: world, slot_of_rank and nlocal_active from node_rank. */
 static void remap(agent_t *a)
@@ -299,7 +314,8 @@ static void handle_beat(agent_t *a, conn_t *c, const ddl_msg_t *m)
     if (c->kind == CONN_LEADER && c->node_id == UINT32_MAX) {
         c->node_id = node;
         a->peers[node].state = DDL_PEER_UP;
-        snprintf(a->peers[node].addr, sizeof a->peers[node].addr, "%s", a->opts->leader);
+        snprintf(a->peers[node].addr, sizeof a->peers[node].addr, "%s", a->leader_addr);
+        a->leader_node = node;
     }
     if (m->u.peer_beat.host)
         snprintf(a->peers[node].host, sizeof a->peers[node].host, "%s", m->u.peer_beat.host);
@@ -584,6 +600,10 @@ static void handle_hello(agent_t *a, conn_t *c, ddl_msg_t *m)
     /* a beat at once: the new peer learns which node the leader is */
     ddl_msg_t b = beat(a);
     conn_queue(c, &b);
+    if (a->roster) { /* where the new peer would lead, to everyone */
+        snprintf(a->roster[h->node_id], sizeof a->roster[0], "%s", h->listen ? h->listen : "");
+        send_roster(a);
+    }
 }
 
 static void handle_status(agent_t *a, conn_t *c)
@@ -714,10 +734,11 @@ static void fail_line(const agent_t *a, const failure_t *f, char *buf, size_t le
              ddl_fail_class_str(f->cls));
 }
 
-/* new_world: the world after node `lost`: a live spare in its place, else
- * the others renumbered if --ddl-min-nodes allows.  Returns the new
- * node_rank (malloc'd) and says what changed in `what` (" on N nodes, node
- * S in place of node L"), or NULL if no world can be formed. */
+/* new_world: the world without the lost nodes (node `lost` and any other
+ * marked lost): a live spare in the place of each, else, if
+ * --ddl-min-nodes allows, the others renumbered in order.  Returns the new
+ * node_rank (malloc'd) and says what changed in `what` (" (spare node S,
+ * HOST, in place of node L)"), or NULL if no world can be formed. */
 static uint32_t *new_world(agent_t *a, uint32_t lost, char *what, size_t len)
 {
     const ddl_agent_opts_t *o = a->opts;
@@ -725,34 +746,55 @@ static uint32_t *new_world(agent_t *a, uint32_t lost, char *what, size_t len)
     if (!map)
         return NULL;
     memcpy(map, a->node_rank, o->nnodes * sizeof *map);
-    map[lost] = NO_RANK;
-    uint32_t spare = NO_RANK, active = 0;
-    for (uint32_t n = 0; n < o->nnodes; n++) {
-        if (n != lost && map[n] != NO_RANK)
-            active++;
-        if (spare == NO_RANK && n != lost && map[n] == NO_RANK && !a->lost[n] &&
-            a->peers[n].state == DDL_PEER_UP)
-            spare = n;
+    a->lost[lost] = 1;
+    int dropped = 0;
+    size_t used = 0;
+    what[0] = '\0';
+    for (uint32_t l = 0; l < o->nnodes; l++) {
+        if (!a->lost[l] || map[l] == NO_RANK)
+            continue;
+        uint32_t spare = NO_RANK;
+        for (uint32_t n = 0; n < o->nnodes && spare == NO_RANK; n++)
+            if (map[n] == NO_RANK && !a->lost[n] &&
+                (n == o->node_id || a->peers[n].state == DDL_PEER_UP))
+                spare = n;
+        if (spare != NO_RANK) {
+            map[spare] = map[l];
+            if (used < len)
+                used += (size_t)snprintf(what + used, len - used,
+                                         "%sspare node %u, %s, in place of node %u",
+                                         used ? "; " : " (", spare,
+                                         spare == o->node_id ? a->host
+                                         : a->peers[spare].host[0] ? a->peers[spare].host : "?",
+                                         l);
+        } else {
+            dropped = 1;
+        }
+        map[l] = NO_RANK;
     }
-    if (spare != NO_RANK) {
-        map[spare] = a->node_rank[lost];
-        snprintf(what, len, " (spare node %u, %s, in place of node %u)", spare,
-                 a->peers[spare].host[0] ? a->peers[spare].host : "?", lost);
+    if (used && used < len)
+        snprintf(what + used, len - used, ")");
+    if (!dropped)
         return map;
+    uint32_t active = 0;
+    for (uint32_t n = 0; n < o->nnodes; n++)
+        active += map[n] != NO_RANK;
+    if (!o->min_nodes || active < o->min_nodes || active == 0) {
+        free(map);
+        return NULL;
     }
-    if (o->min_nodes && active >= o->min_nodes && active > 0) {
-        /* keep the order of the survivors: ranks move down past the gap */
-        uint32_t next = 0;
-        for (uint32_t pos = 0; pos < o->nnodes; pos++)
-            for (uint32_t n = 0; n < o->nnodes; n++)
-                if (n != lost && a->node_rank[n] == pos)
-                    map[n] = next++;
-        snprintf(what, len, " (shrunk to %u nodes, %u ranks: no spare node left)", active,
-                 active * a->tpn);
-        return map;
-    }
-    free(map);
-    return NULL;
+    /* keep the order of the survivors: ranks move down past the gaps */
+    uint32_t next = 0, *old = a->node_rank;
+    for (uint32_t pos = 0; pos < o->nnodes; pos++)
+        for (uint32_t n = 0; n < o->nnodes; n++)
+            if (map[n] != NO_RANK && old[n] == pos)
+                map[n] = next++;
+    for (uint32_t n = 0; n < o->nnodes; n++) /* spares placed above: after the survivors */
+        if (map[n] != NO_RANK && old[n] == NO_RANK)
+            map[n] = next++;
+    snprintf(what, len, " (shrunk to %u nodes, %u ranks: no spare node left)", active,
+             active * a->tpn);
+    return map;
 }
 
 /* decide: the leader, once the failure window has passed. */
@@ -936,23 +978,33 @@ static void rank_exited(agent_t *a, uint32_t rank, uint32_t gen)
     apply_generation(a, &m);
 }
 
+/* stop_here: this node's ranks stop with DDL_EXIT_NODE_LOST (no leader). */
+static void stop_here(agent_t *a, const char *why)
+{
+    char cause[600];
+    snprintf(cause, sizeof cause, "generation %u: %s; stopping this node's ranks (exit status %d)",
+             a->gen, why, DDL_EXIT_NODE_LOST);
+    ddl_error("%s", cause);
+    ddl_msg_t m = {.type = DDL_MSG_GENERATION};
+    m.u.generation.gen = a->gen;
+    m.u.generation.action = DDL_GEN_STOP;
+    m.u.generation.code = DDL_EXIT_NODE_LOST;
+    m.u.generation.cause = cause;
+    apply_generation(a, &m);
+}
+
 /* link_lost: a link between agents closed or went silent while the step runs. */
 static void link_lost(agent_t *a, conn_t *c, const char *how)
 {
     if (!a->opts->supervise || a->final || a->shutting_down)
         return;
     if (c->kind == CONN_LEADER) {
-        char cause[400];
-        snprintf(cause, sizeof cause, "generation %u: lost the leader agent (%s): %s; stopping "
-                 "this node's ranks (exit status %d)", a->gen, a->opts->leader, how,
-                 DDL_EXIT_NODE_LOST);
-        ddl_error("%s", cause);
-        ddl_msg_t m = {.type = DDL_MSG_GENERATION};
-        m.u.generation.gen = a->gen;
-        m.u.generation.action = DDL_GEN_STOP;
-        m.u.generation.code = DDL_EXIT_NODE_LOST;
-        m.u.generation.cause = cause;
-        apply_generation(a, &m);
+        /* the main loop chooses another leader (takeover), outside the
+         * walk over the connections */
+        snprintf(a->takeover_why, sizeof a->takeover_why, "lost the leader agent (node %u, %s): %s",
+                 a->leader_node, a->leader_addr, how);
+        snprintf(a->takeover_how, sizeof a->takeover_how, "%s", how);
+        a->need_takeover = 1;
         return;
     }
     if (c->kind != CONN_PEER || c->node_id >= a->opts->nnodes || a->lost[c->node_id])
@@ -1050,6 +1102,8 @@ static void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m)
             rank_exited(a, m->u.rank_state.rank, m->u.rank_state.gen);
         else if (c->kind == CONN_LEADER && m->type == DDL_MSG_GENERATION)
             apply_generation(a, m);
+        else if (c->kind == CONN_LEADER && m->type == DDL_MSG_ROSTER)
+            handle_roster(a, m);
         else if (c->kind == CONN_LEADER && m->type == DDL_MSG_ERROR) {
             ddl_error("the leader agent refused this node's exchange: %s", m->u.error.text);
             ag_fail(a, m->u.error.code, m->u.error.text);
@@ -1158,9 +1212,9 @@ static void conn_drop(agent_t *a, size_t idx)
         if (!a->shutting_down) {
             if (a->ag_active)
                 ddl_error("lost the link to the leader agent (%s) during an exchange",
-                          a->opts->leader);
+                          a->leader_addr);
             else
-                ddl_info("the leader agent (%s) closed its link", a->opts->leader);
+                ddl_info("the leader agent (%s) closed its link", a->leader_addr);
             ag_fail(a, ECONNRESET, "this node's agent lost its link to the leader agent");
         }
     } else if (c->kind == CONN_PEER && !a->shutting_down && !a->final) {
@@ -1321,30 +1375,46 @@ static void do_accept(agent_t *a)
     }
 }
 
-/* connect_up: a non-leader's link to the leader, hello answered. */
-static int connect_up(agent_t *a)
+/* connect_to: a non-leader's link to the leader agent at addr, hello
+ * answered (blocks up to timeout_ms to connect, as long again for the ACK). */
+static int connect_to(agent_t *a, const char *addr, int timeout_ms)
 {
     const ddl_agent_opts_t *o = a->opts;
     ddl_error_t err;
     ddl_msg_t m = {.type = DDL_MSG_PEER_HELLO};
-    int fd = ddl_tcp_connect(o->leader, 30000, &err);
+    int fd = ddl_tcp_connect(addr, timeout_ms, &err);
     if (fd < 0) {
         ddl_error("node %u: cannot reach the leader agent: %s", o->node_id, err.text);
         return -1;
+    }
+    if (o->supervise && a->listen_fd < 0) {
+        /* where this agent would lead: the address that reaches the leader */
+        struct sockaddr_in sa;
+        socklen_t sl = sizeof sa;
+        char ip[INET_ADDRSTRLEN];
+        uint16_t port = 0;
+        if (getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 &&
+            inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip) &&
+            (a->listen_fd = ddl_tcp_listen(ip, &port, &err)) >= 0)
+            snprintf(a->roster[o->node_id], sizeof a->roster[0], "%s:%u", ip, port);
+        else
+            ddl_warn("node %u: cannot listen for agents (%s): it will not take over as the "
+                     "leader", o->node_id, err.text);
     }
     m.u.peer_hello.step = (char *)o->step;
     m.u.peer_hello.node_id = o->node_id;
     m.u.peer_hello.secret = (uint8_t *)o->secret;
     m.u.peer_hello.secret_len = o->secret_len;
     m.u.peer_hello.host = a->host;
-    if (ddl_proto_send(fd, &m) < 0 || ddl_proto_recv(fd, &m, 10000, &err) < 0) {
-        ddl_error("node %u: no answer from the leader agent at %s: %s", o->node_id, o->leader,
+    m.u.peer_hello.listen = a->roster ? a->roster[o->node_id] : NULL;
+    if (ddl_proto_send(fd, &m) < 0 || ddl_proto_recv(fd, &m, timeout_ms, &err) < 0) {
+        ddl_error("node %u: no answer from the leader agent at %s: %s", o->node_id, addr,
                   errno == EPROTO || errno == ETIMEDOUT ? err.text : strerror(errno));
         close(fd);
         return -1;
     }
     if (m.type != DDL_MSG_ACK) {
-        ddl_error("node %u: the leader agent at %s refused this node: %s", o->node_id, o->leader,
+        ddl_error("node %u: the leader agent at %s refused this node: %s", o->node_id, addr,
                   m.type == DDL_MSG_ERROR ? m.u.error.text : ddl_msg_type_str(m.type));
         ddl_msg_clear(&m);
         close(fd);
@@ -1364,8 +1434,126 @@ static int connect_up(agent_t *a)
     c->heard_ms = ddl_now_ms();
     c->rank = -1;
     a->up = c;
-    ddl_debug("node %u: linked to the leader agent at %s", o->node_id, o->leader);
+    snprintf(a->leader_addr, sizeof a->leader_addr, "%s", addr);
+    ddl_debug("node %u: linked to the leader agent at %s", o->node_id, addr);
     return 0;
+}
+
+/* ------------------------------------------------------------ leader takeover */
+
+/* send_roster: the leader tells every linked agent where each agent listens. */
+static void send_roster(agent_t *a)
+{
+    if (!a->roster)
+        return;
+    char **addr = calloc(a->opts->nnodes, sizeof *addr);
+    if (!addr)
+        return;
+    for (uint32_t n = 0; n < a->opts->nnodes; n++)
+        addr[n] = a->lost[n] ? "" : a->roster[n];
+    ddl_msg_t m = {.type = DDL_MSG_ROSTER};
+    m.u.roster.nnodes = a->opts->nnodes;
+    m.u.roster.addr = addr;
+    to_peers(a, &m);
+    free(addr);
+}
+
+/* handle_roster: a non-leader learns where the others would lead. */
+static void handle_roster(agent_t *a, const ddl_msg_t *m)
+{
+    if (!a->roster || m->u.roster.nnodes != a->opts->nnodes)
+        return;
+    for (uint32_t n = 0; n < a->opts->nnodes; n++)
+        if (n != a->opts->node_id)
+            snprintf(a->roster[n], sizeof a->roster[n], "%s", m->u.roster.addr[n]);
+}
+
+/* become_leader: this agent leads from now on; the others connect to the
+ * socket it has listened on since it started. */
+static void become_leader(agent_t *a)
+{
+    uint32_t age;
+    a->leader = 1;
+    a->leader_node = a->opts->node_id;
+    snprintf(a->leader_addr, sizeof a->leader_addr, "%s", a->roster[a->opts->node_id]);
+    a->tfd = a->listen_fd;
+    a->listen_fd = -1;
+    ddl_fd_set_nonblock(a->tfd, 1);
+    a->restarts_used = a->gen; /* one generation per restart so far */
+    a->decide_at = 0;
+    a->stalled = 0;
+    if (ckpt_latest(a->ckpt_dir, &a->ckpt_best, &age) < 0)
+        a->ckpt_best = -1;
+    for (uint32_t n = 0; n < a->opts->nnodes; n++)
+        a->peers[n].state = a->lost[n] ? DDL_PEER_LOST : DDL_PEER_NONE;
+    a->takeover_until = ddl_now_ms() + a->node_timeout_ms + 1000;
+    ddl_warn("generation %u: node %u (%s) takes over as the leader; waiting up to %.1f s for "
+             "the other nodes' agents", a->gen, a->opts->node_id, a->host,
+             (a->node_timeout_ms + 1000) / 1000.0);
+}
+
+/* takeover: the leader is lost: the lowest live node leads; the others
+ * connect to it.  Without a node to lead, this node's ranks stop. */
+static void takeover(agent_t *a)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    uint32_t old = a->leader_node;
+    if (old < o->nnodes)
+        a->lost[old] = 1;
+    a->old_leader = old;
+    ag_fail(a, ECANCELED, "the leader agent was lost");
+    if (!a->roster || !a->node_rank) { /* no spare, no shrinking: nothing to take over */
+        stop_here(a, a->takeover_why);
+        return;
+    }
+    ddl_error("generation %u: %s; choosing another leader", a->gen, a->takeover_why);
+    for (;;) {
+        uint32_t cand = 0;
+        while (cand < o->nnodes && a->lost[cand])
+            cand++;
+        if (cand >= o->nnodes || (cand == o->node_id && a->listen_fd < 0)) {
+            stop_here(a, a->takeover_why);
+            return;
+        }
+        if (cand == o->node_id) {
+            become_leader(a);
+            return;
+        }
+        if (a->roster[cand][0] && connect_to(a, a->roster[cand], a->node_timeout_ms + 1000) == 0) {
+            a->leader_node = cand;
+            ddl_warn("generation %u: node %u follows node %u (%s), the new leader", a->gen,
+                     o->node_id, cand, a->roster[cand]);
+            return;
+        }
+        a->lost[cand] = 1; /* unreachable: the next one */
+    }
+}
+
+/* finish_takeover: the new leader has heard from every live agent, or
+ * waited long enough: the silent ones are lost too; the old leader's loss
+ * is decided like any node's. */
+static void finish_takeover(agent_t *a)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    int64_t now = ddl_now_ms();
+    int all = 1;
+    for (uint32_t n = 0; n < o->nnodes; n++)
+        if (n != o->node_id && !a->lost[n] && a->peers[n].state != DDL_PEER_UP)
+            all = 0;
+    if (!all && now < a->takeover_until)
+        return;
+    a->takeover_until = 0;
+    for (uint32_t n = 0; n < o->nnodes; n++)
+        if (n != o->node_id && !a->lost[n] && a->peers[n].state != DDL_PEER_UP) {
+            ddl_error("generation %u: node %u did not join the new leader: lost", a->gen, n);
+            a->lost[n] = 1;
+        }
+    send_roster(a);
+    failure_t f = {.gen = a->gen, .rank = -1, .node = a->old_leader, .cls = DDL_FAIL_NODE};
+    snprintf(f.host, sizeof f.host, "%s",
+             a->old_leader < o->nnodes ? a->peers[a->old_leader].host : "?");
+    snprintf(f.text, sizeof f.text, "the leader's agent %s", a->takeover_how);
+    leader_failure(a, &f);
 }
 
 /* all_done: every local rank has ended (one that never registered counts
@@ -1488,14 +1676,31 @@ static int setup(agent_t *a)
         return -1;
     }
     ddl_fd_set_nonblock(a->lfd, 1);
-    if (!a->leader && connect_up(a) < 0)
+    if (o->supervise && o->nnodes > 1) {
+        a->roster = calloc(o->nnodes, sizeof *a->roster);
+        if (!a->roster) {
+            ddl_error("out of memory");
+            return -1;
+        }
+        struct sockaddr_in sa;
+        socklen_t sl = sizeof sa;
+        char ip[INET_ADDRSTRLEN];
+        if (a->leader && getsockname(a->tfd, (struct sockaddr *)&sa, &sl) == 0 &&
+            inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip))
+            snprintf(a->roster[o->node_id], sizeof a->roster[0], "%s:%u", ip,
+                     ntohs(sa.sin_port));
+    }
+    a->leader_node = a->leader ? o->node_id : 0; /* a non-leader learns it from the first beat */
+    if (a->leader && a->roster)
+        snprintf(a->leader_addr, sizeof a->leader_addr, "%s", a->roster[o->node_id]);
+    if (!a->leader && connect_to(a, o->leader, 30000) < 0)
         return -1;
     return 0;
 }
 
 int ddl_agent_serve(const ddl_agent_opts_t *opts)
 {
-    agent_t a = {.opts = opts, .lfd = -1, .sfd = -1, .tfd = -1};
+    agent_t a = {.opts = opts, .lfd = -1, .sfd = -1, .tfd = -1, .listen_fd = -1};
     int status = 1;
     struct pollfd *pfds = NULL;
 
@@ -1535,8 +1740,11 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
             int due = silence_due(&a);
             if (due >= 0 && (wait < 0 || due < wait))
                 wait = due;
-            if (a.decide_at) {
-                int64_t left = a.decide_at - ddl_now_ms();
+            if (a.decide_at || a.takeover_until) {
+                int64_t at = a.decide_at ? a.decide_at : a.takeover_until;
+                if (a.takeover_until && a.takeover_until < at)
+                    at = a.takeover_until;
+                int64_t left = at - ddl_now_ms();
                 left = left < 0 ? 0 : left;
                 wait = wait < 0 || left < wait ? (int)left : wait;
             }
@@ -1573,7 +1781,14 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
         }
         if (opts->supervise && !a.final) {
             check_silence(&a);
-            if (a.decide_at && ddl_now_ms() >= a.decide_at)
+            if (a.need_takeover) {
+                a.need_takeover = 0;
+                takeover(&a);
+            }
+            if (a.takeover_until)
+                finish_takeover(&a);
+            /* a new leader decides once it knows which nodes are left */
+            if (a.decide_at && ddl_now_ms() >= a.decide_at && !a.takeover_until)
                 decide(&a);
         }
         /* Replies queued for connections other than the one that was read. */
@@ -1625,6 +1840,9 @@ out:
     free(a.peers);
     free(a.exited);
     free(a.lost);
+    free(a.roster);
+    if (a.listen_fd >= 0)
+        close(a.listen_fd);
     free(a.node_rank);
     free(a.slot_of_rank);
     if (a.tfd >= 0)

@@ -36,7 +36,7 @@ const char *ddl_msg_type_str(int type)
     static const char *const names[] = {"",       "ERROR",      "REGISTER", "RANK_STATE",
                                         "ALLGATHER", "ALLGATHER_RESULT", "STATUS_REQ",
                                         "STATUS", "ACK", "PEER_HELLO", "NODE_GATHER",
-                                        "PEER_BEAT", "FAILURE", "GENERATION"};
+                                        "PEER_BEAT", "FAILURE", "GENERATION", "ROSTER"};
     return type >= DDL_MSG_ERROR && type <= DDL_MSG_TYPE_MAX ? names[type] : "unknown";
 }
 
@@ -154,6 +154,7 @@ void ddl_msg_clear(ddl_msg_t *msg)
         free(msg->u.peer_hello.step);
         free(msg->u.peer_hello.secret);
         free(msg->u.peer_hello.host);
+        free(msg->u.peer_hello.listen);
         break;
     case DDL_MSG_PEER_BEAT:
         free(msg->u.peer_beat.host);
@@ -161,6 +162,11 @@ void ddl_msg_clear(ddl_msg_t *msg)
     case DDL_MSG_FAILURE:
         free(msg->u.failure.host);
         free(msg->u.failure.text);
+        break;
+    case DDL_MSG_ROSTER:
+        for (uint32_t i = 0; msg->u.roster.addr && i < msg->u.roster.nnodes; i++)
+            free(msg->u.roster.addr[i]);
+        free(msg->u.roster.addr);
         break;
     case DDL_MSG_GENERATION:
         free(msg->u.generation.cause);
@@ -356,6 +362,7 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
             w.failed = EINVAL;
         w_blob(&w, u->peer_hello.secret, u->peer_hello.secret_len);
         w_str(&w, u->peer_hello.host);
+        w_str(&w, u->peer_hello.listen);
         break;
     case DDL_MSG_PEER_BEAT:
         w_u32(&w, u->peer_beat.node_id);
@@ -370,6 +377,13 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
         w_i32(&w, u->failure.wstatus);
         w_str(&w, u->failure.host);
         w_str(&w, u->failure.text);
+        break;
+    case DDL_MSG_ROSTER:
+        if (u->roster.nnodes && !u->roster.addr && !w.failed)
+            w.failed = EINVAL;
+        w_u32(&w, u->roster.nnodes);
+        for (uint32_t i = 0; i < u->roster.nnodes && u->roster.addr; i++)
+            w_str(&w, u->roster.addr[i]);
         break;
     case DDL_MSG_GENERATION:
         w_u32(&w, u->generation.gen);
@@ -734,6 +748,8 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
         u->peer_hello.secret_len = n;
         if (r.left) /* minor 2 */
             u->peer_hello.host = r_str(&r, "host", &nomem);
+        if (!r.what && r.left) /* minor 3 */
+            u->peer_hello.listen = r_str(&r, "listen address", &nomem);
         break;
     }
     case DDL_MSG_PEER_BEAT: {
@@ -753,6 +769,22 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
         u->failure.host = r_str(&r, "host", &nomem);
         u->failure.text = r_str(&r, "text", &nomem);
         break;
+    case DDL_MSG_ROSTER: {
+        uint32_t n = r_u32(&r, "node count");
+        if (!r.what && n > r.left / 4) /* each address needs its length */
+            r.what = "node count";
+        if (r.what)
+            break;
+        u->roster.addr = calloc(n ? n : 1, sizeof *u->roster.addr);
+        if (!u->roster.addr) {
+            nomem = 1;
+            break;
+        }
+        u->roster.nnodes = n;
+        for (uint32_t i = 0; i < n && !r.what && !nomem; i++)
+            u->roster.addr[i] = r_str(&r, "address", &nomem);
+        break;
+    }
     case DDL_MSG_GENERATION:
         u->generation.gen = r_u32(&r, "generation");
         u->generation.action = r_u8(&r, "action");

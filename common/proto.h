@@ -44,8 +44,9 @@ typedef enum {
     DDL_MSG_PEER_BEAT = 11,       /* agent <-> agent (TCP), every heartbeat interval (minor 2) */
     DDL_MSG_FAILURE = 12,         /* ddl-launch -> agent -> leader agent: a rank failed (minor 3) */
     DDL_MSG_GENERATION = 13,      /* leader agent -> agents -> ddl-launch: what to do next (minor 3) */
+    DDL_MSG_ROSTER = 14,          /* leader agent -> agents: where every agent listens (minor 3) */
 } ddl_msg_type_t;
-#define DDL_MSG_TYPE_MAX DDL_MSG_GENERATION
+#define DDL_MSG_TYPE_MAX DDL_MSG_ROSTER
 
 /* Failure classes (design §7), in DDL_MSG_FAILURE and the failure summary. */
 typedef enum {
@@ -233,6 +234,7 @@ typedef struct {
             uint32_t secret_len; /* at most DDL_PROTO_MAX_SECRET */
             uint8_t *secret;
             char *host; /* minor 2: the sender's hostname (NULL from older agents) */
+            char *listen; /* minor 3: where it accepts agents if it must lead, "IPv4:port" */
         } peer_hello;
         struct {
             uint32_t node_id; /* the sender's node */
@@ -248,6 +250,10 @@ typedef struct {
             char *host;       /* the node's hostname (set by the agent), may be NULL */
             char *text;       /* one line for people, may be NULL */
         } failure;
+        struct {
+            uint32_t nnodes;
+            char **addr; /* per node: "IPv4:port" where its agent listens, "" unknown */
+        } roster;
         struct {
             uint32_t gen;      /* the generation to run (RESTART), or the current one */
             uint8_t action;    /* ddl_gen_action_t */

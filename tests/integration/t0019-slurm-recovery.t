@@ -16,7 +16,9 @@
 #     seen the node fail;
 #  4. n3 crashed without a spare, --ddl-min-nodes=2: the world shrinks to 4
 #     ranks, the run completes with a sane accuracy;
-#  5. n1, the leader, crashed: the other nodes stop their ranks (exit 93);
+#  5. n1, the leader's node, crashed with --ddl-spares=1: n2 takes over as
+#     the leader, n3 replaces n1, same weights; and n1's agent killed
+#     without a spare: every task exits 93;
 #  6. a worker that exits 1 every time: exit 90 after the budget
 #     (--ddl-restarts=2); with checkpoints and no progress, exit 91 (the
 #     crash-loop guard, DDL_CRASH_LOOP=1);
@@ -154,11 +156,31 @@ train leader --ddl-spares=1 --no-kill
 t_wait_file "$ck/latest" 120
 cl_crash n1 silent
 wait $run
-t_is $? 93 "leader: n1 crashed: srun exits 93 (the others stopped their ranks)"
-t_like "$T_TMP/leader.err" "lost the leader agent \(192.168.213.11:[0-9]+\): was silent for [0-9.]+ s \(node timeout 2.0 s\); stopping this node's ranks \(exit status 93\)" \
-    "... each survivor says it lost the leader"
+t_is $? 0 "leader: n1 (the leader's node) crashed, link down first: the step finishes (exit 0)"
+t_is "$(crc leader)" "$want" "... with the weights of the baseline"
+t_like "$T_TMP/leader.err" "node 1 \(n2\) takes over as the leader" "... n2, the lowest live node, leads"
+t_like "$T_TMP/leader.err" "node 2 follows node 1" "... n3 follows it"
+t_like "$T_TMP/leader.err" "node 0 \(n1\): the leader's agent was silent for [0-9.]+ s \(node timeout 2.0 s\) \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, n3, in place of node 0\)" \
+    "... and restarts with the spare in n1's place"
+summary leader >"$T_TMP/sum"
+t_like "$T_TMP/sum" '"rank": -1, "node": 0, "host": "n1", "class": "node-lost"' \
+    "... failure-gen0.json, written by the new leader"
 clean leader
 cl_restart
+
+# --- 5b. an agent killed, no spare -----------------------------------------------
+train agent
+t_wait_file "$ck/latest" 120
+p=$(pgrep --ns "$(slurmd_pid n1)" --nslist net -x ddl-agent)
+t_ok $([ -n "$p" ]; echo $?) "agent: n1's ddl-agent (the leader, pid ${p:-?}) after the first checkpoint"
+[ -n "$p" ] && kill -KILL "$p"
+wait $run
+t_is $? 93 "... killed: srun exits 93 (no spare: no world without n1)"
+t_like "$T_TMP/agent.err" "rank [01]: lost the node's ddl-agent; stopping the worker \(exit status 93\)" \
+    "... n1's supervisors see their agent go"
+t_like "$T_TMP/agent.err" "lost the leader agent \(node 0, 192.168.213.11:[0-9]+\): closed its link; stopping this node's ranks \(exit status 93\)" \
+    "... the other nodes see the leader's link close"
+clean agent
 
 # --- 6. budget and crash loop ----------------------------------------------------
 cat >"$T_TMP/fail.sh" <<'EOF'

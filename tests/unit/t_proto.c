@@ -378,6 +378,43 @@ static void test_round_trips(void)
     ok(out.u.peer_hello.host && strcmp(out.u.peer_hello.host, "n6") == 0,
        "PEER_HELLO host (minor 2) survives");
     ddl_msg_clear(&out);
+    in.u.peer_hello.listen = "192.168.213.12:40001";
+    round_trip(&in, &out);
+    ok(out.u.peer_hello.listen && strcmp(out.u.peer_hello.listen, "192.168.213.12:40001") == 0 &&
+           out.u.peer_hello.host && strcmp(out.u.peer_hello.host, "n6") == 0,
+       "PEER_HELLO listen address (minor 3) survives");
+    {
+        /* minor 2: the hello ends after the host */
+        size_t len;
+        uint8_t *f = encode(&in, &len);
+        size_t cut = 4 + strlen(in.u.peer_hello.listen);
+        set_u32(f + 8, (uint32_t)(len - DDL_PROTO_HDR_LEN - cut));
+        ddl_msg_t o2;
+        ddl_error_t err;
+        ok(ddl_proto_decode(f, len - cut, &o2, &err) == (ssize_t)(len - cut) &&
+               o2.u.peer_hello.listen == NULL && o2.u.peer_hello.host,
+           "PEER_HELLO of minor 2: no listen address");
+        ddl_msg_clear(&o2);
+        free(f);
+    }
+    in.u.peer_hello.listen = NULL;
+    {
+        char *addr[3] = {"192.168.213.11:4000", "", "192.168.213.13:4002"};
+        ddl_msg_t r = {.type = DDL_MSG_ROSTER}, ro;
+        r.u.roster.nnodes = 3;
+        r.u.roster.addr = addr;
+        round_trip(&r, &ro);
+        ok(ro.u.roster.nnodes == 3 && strcmp(ro.u.roster.addr[0], addr[0]) == 0 &&
+               strcmp(ro.u.roster.addr[1], "") == 0 && strcmp(ro.u.roster.addr[2], addr[2]) == 0,
+           "ROSTER addresses survive, an unknown one empty");
+        ddl_msg_clear(&ro);
+        size_t len;
+        uint8_t *f = encode(&r, &len);
+        set_u32(f + DDL_PROTO_HDR_LEN, 1000000);
+        expect_malformed(f, len, "roster count beyond the body", "node count");
+        free(f);
+    }
+    ddl_msg_clear(&out);
 
     uint32_t granks[3] = {7, 2, 4}, glens[3] = {2, 0, 3};
     in = (ddl_msg_t){.type = DDL_MSG_NODE_GATHER};
