@@ -24,7 +24,11 @@
  * GENERATION to every agent; each agent fences its exchanges to the new
  * generation and passes the decision to its supervisors.  A linked agent
  * silent for node_timeout_ms is lost: on the leader that is a node-lost
- * failure, on the others the loss of the leader, which stops their ranks.
+ * failure (a spare takes the node's place, or the world shrinks: the
+ * world of a generation maps whole nodes to positions, node_rank); on the
+ * others the loss of the leader: with spares or shrinking the lowest live
+ * node takes over (every agent listens from the start, the leader's ROSTER
+ * says where), otherwise their ranks stop.
  */
 #include "config.h"
 

@@ -15,7 +15,9 @@
 #          crashed: `cluster.sh crash n2 silent` (link down, then every
 #          process killed: no FIN leaves the node, only the heartbeats'
 #          silence tells), or `crash n2` (killed first: the kernel closes
-#          its connections); n3, the spare, takes n2's place.
+#          its connections); n3, the spare, takes n2's place.  And n1, the
+#          leader's node, crashed silently: n2 takes over as the leader
+#          ("detected" is then the new leader's decision).
 # Columns: detected = from the failure to the line naming it (ddlrun's, the
 # leader agent's; DDL_LOG_TIME stamps agents' lines); every survivor = to
 # the last agent's line saying it knows (DDL_LOG_LEVEL=info); first step =
@@ -183,6 +185,7 @@ ddl_slurm_case() {
         case $action in
         crash) sh "$top/tests/slurm/cluster.sh" crash "$dir" n2 >/dev/null 2>&1 ;;
         crash-silent) sh "$top/tests/slurm/cluster.sh" crash "$dir" n2 silent >/dev/null 2>&1 ;;
+        crash-leader) sh "$top/tests/slurm/cluster.sh" crash "$dir" n1 silent >/dev/null 2>&1 ;;
         *)
             p=$(ip netns pids ddln2 2>/dev/null | while read -r q; do
                 case "$(cat /proc/"$q"/comm 2>/dev/null)" in ft-probe | lt-ft-probe) echo "$q" ;; esac
@@ -192,7 +195,7 @@ ddl_slurm_case() {
         esac
         wait $job || true
         # agents' lines carry their own time: [seconds.ms]
-        td=$(sed -n 's/^[0-9]* \[\([0-9]*\)\.\([0-9]*\)\] ddl-agent: generation 0: .*\(rank 1 on\|node 1 (n2)\).*/\1\2/p' "$tmp/log" | head -1)
+        td=$(sed -n 's/^[0-9]* \[\([0-9]*\)\.\([0-9]*\)\] ddl-agent: generation 0: .*\(rank 1 on\|node 1 (n2)\|node 0 (n1)\).*/\1\2/p' "$tmp/log" | head -1)
         ta=$(sed -n 's/^[0-9]* \[\([0-9]*\)\.\([0-9]*\)\] ddl-agent: node [0-9]*: generation 0: .*/\1\2/p' "$tmp/log" | sort -n | tail -1)
         tf=$(awk '/first-step gen 1 at/ { print $NF; exit }' "$tmp/log")
         [ -n "$td" ] && echo $((td - t0 / 1000000)) >>"$tmp/det"
@@ -209,3 +212,4 @@ ddl_slurm_case "worker SIGKILL" kill
 ddl_slurm_case "worker SIGSTOP, --ddl-hang-timeout=1" hang --ddl-hang-timeout=1
 ddl_slurm_case "node n2 crashed, killed first (FIN), spare n3" crash
 ddl_slurm_case "node n2 crashed, link down first, spare n3" crash-silent
+ddl_slurm_case "node n1 (the leader) crashed, link down first, spare n3" crash-leader
