@@ -19,7 +19,10 @@
 #  5. n1, the leader's node, crashed with --ddl-spares=1: n2 takes over as
 #     the leader, n3 replaces n1, same weights; and n1's agent killed
 #     without a spare: every task exits 93;
-#  6. a worker that exits 1 every time: exit 90 after the budget
+#  6. every worker killed with SIGKILL during async checkpoints: the restart
+#     resumes from a committed checkpoint, same weights; checkpoints on a
+#     full disk (a 2 MiB tmpfs): every commit fails cleanly, same weights;
+#  7. a worker that exits 1 every time: exit 90 after the budget
 #     (--ddl-restarts=2); with checkpoints and no progress, exit 91 (the
 #     crash-loop guard, DDL_CRASH_LOOP=1);
 #
@@ -35,22 +38,29 @@ DATA=${DDL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
 cl_init "/var/tmp/ddl-cluster.$$" 3 'max_restarts = 5
 hang_timeout_min = 1
 checkpoint_roots = {"/var/tmp"}'
+# a full disk for scenario 6: a 2 MiB tmpfs, mounted before the nodes start
+# (they copy the host's mounts when they start)
+TINY=/var/tmp/ddl-tiny.$$
+mkdir -p "$TINY" && mount -t tmpfs -o size=2m tmpfs "$TINY" 2>/dev/null || TINY=""
 cl_start
 export UCX_TLS=tcp,self DDL_ALLREDUCE_ALGO=ring
 unset MASTER_ADDR MASTER_PORT
 CK=/var/tmp/ddl-ck.$$
-trap 'sh "$CLUSTER" stop "$CL_DIR" >/dev/null 2>&1; rm -rf "$CK"*; t_cleanup' EXIT
+trap 'sh "$CLUSTER" stop "$CL_DIR" >/dev/null 2>&1; rm -rf "$CK"*;
+      [ -n "$TINY" ] && umount -l "$TINY" && rmdir "$TINY"; t_cleanup' EXIT
 ARGS="--epochs 2 --limit 30000 --checkpoint-every 25"
 
 # train NAME [SRUN-OPTIONS]: start the training in the background (pid in
-# $run), checkpoints in $CK-NAME, output in $T_TMP/NAME.out and .err.
+# $run), checkpoints in $CK-NAME (or $CKDIR), the program's extra options
+# in $FARGS, output in $T_TMP/NAME.out and .err.
+FARGS=""
 train() {
     name=$1
     shift
-    ck="$CK-$name"
-    # shellcheck disable=SC2086 # ARGS: several words
+    ck="${CKDIR:-$CK-$name}"
+    # shellcheck disable=SC2086 # ARGS, FARGS: several words
     timeout -k 5 240 srun --mpi=pmix -N3 --ntasks-per-node=2 --ddl --ddl-restarts=2 \
-        --ddl-checkpoint-dir="$ck" -J "$T_TOKEN" "$@" "$FMNIST" $ARGS --checkpoint-dir "$ck" \
+        --ddl-checkpoint-dir="$ck" -J "$T_TOKEN" "$@" "$FMNIST" $ARGS $FARGS --checkpoint-dir "$ck" \
         >"$T_TMP/$name.out" 2>"$T_TMP/$name.err" &
     run=$!
 }
@@ -121,6 +131,38 @@ summary hang >"$T_TMP/sum"
 t_like "$T_TMP/sum" '"rank": 1, .*"class": "worker-hang"' "... failure-gen0.json: worker-hang"
 clean hang
 
+# --- 6a. every worker killed during async checkpoints ---------------------------
+FARGS=--checkpoint-async
+train async --ddl-spares=1 --no-kill
+t_wait_file "$ck/latest" 120
+ps=""
+for q in $(pgrep -f "fmnist-train .*$ck"); do
+    case "$(cat /proc/"$q"/comm 2>/dev/null)" in fmnist-train | lt-fmnist-train) ps="$ps $q" ;; esac
+done
+t_is "$(echo $ps | wc -w)" 4 "async: the 4 workers, after the first committed checkpoint"
+# shellcheck disable=SC2086 # several pids
+kill -KILL $ps
+wait $run
+t_is $? 0 "... all killed with SIGKILL at once: the step finishes (exit 0)"
+t_like "$T_TMP/async.out" "^fmnist-train: resuming from checkpoint step [0-9]+" \
+    "... resuming from a committed checkpoint"
+t_is "$(crc async)" "$want" "... with the weights of the baseline"
+FARGS=""
+clean async
+
+# --- 6b. a full disk ---------------------------------------------------------------
+if [ -n "$TINY" ]; then
+    CKDIR="$TINY/ck" train tiny --ddl-spares=1 --no-kill
+    wait $run
+    t_is $? 0 "full disk (2 MiB tmpfs): every commit fails, the step ends normally (exit 0)"
+    t_like "$T_TMP/tiny.out" "checkpoint [0-9]+ not committed \(DDL_ERR_IO.*No space left on device" \
+        "... each failed commit is reported with its cause"
+    t_is "$(crc tiny)" "$want" "... and training ends with the baseline's weights"
+    clean tiny
+else
+    t_skip "full disk: cannot mount a 2 MiB tmpfs"
+fi
+
 # --- 3. a node lost, a spare takes its place ------------------------------------
 train spare --ddl-spares=1 --no-kill
 t_wait_file "$ck/latest" 120
@@ -182,7 +224,7 @@ t_like "$T_TMP/agent.err" "lost the leader agent \(node 0, 192.168.213.11:[0-9]+
     "... the other nodes see the leader's link close"
 clean agent
 
-# --- 6. budget and crash loop ----------------------------------------------------
+# --- 7. budget and crash loop ----------------------------------------------------
 cat >"$T_TMP/fail.sh" <<'EOF'
 sleep 0.3
 [ "$DDL_RANK" = 1 ] && exit 1
