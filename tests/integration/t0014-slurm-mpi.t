@@ -29,14 +29,9 @@ RANKS=6
 [ -x "$MPIBENCH" ] || t_skip_all "mpi-bench not built (configure found no Open MPI: libopenmpi-dev)"
 [ "$(id -u)" = 0 ] || t_skip_all "needs root (network namespaces, slurmd)"
 
-# One namespace cluster at a time on a host (one bridge, ddlbr0): wait, for
-# a bounded time, for one that another test or person runs to stop.
-i=0
-while ip link show ddlbr0 >/dev/null 2>&1 && [ $i -lt 150 ]; do
-    [ $i -eq 0 ] && t_diag "bridge ddlbr0 exists: waiting up to 300 s for that cluster to stop"
-    sleep 2
-    i=$((i + 1))
-done
+# One namespace cluster at a time on a host (one bridge, ddlbr0).
+. "$top_srcdir/tests/slurm/lib-cluster.sh"
+cl_wait_bridge
 
 # The plugin exactly as in t0010: a plugstack.conf and a valid ddl.conf,
 # both in place before the cluster starts.

@@ -66,14 +66,9 @@ if [ -x "$FMNIST" ] && [ -r "$FMNIST_DATA/train-images-idx3-ubyte.gz" ]; then
     t_is "$(crc_lines | wc -l) $(echo "$ref" | wc -l)" "$RANKS 1" "... its $RANKS ranks agree"
 fi
 
-# One namespace cluster at a time on a host (one bridge, ddlbr0): wait, for
-# a bounded time, for one that another test or person runs to stop.
-i=0
-while ip link show ddlbr0 >/dev/null 2>&1 && [ $i -lt 150 ]; do
-    [ $i -eq 0 ] && t_diag "bridge ddlbr0 exists: waiting up to 300 s for that cluster to stop"
-    sleep 2
-    i=$((i + 1))
-done
+# One namespace cluster at a time on a host (one bridge, ddlbr0).
+. "$top_srcdir/tests/slurm/lib-cluster.sh"
+cl_wait_bridge
 
 # The plugin as in t0010, told where this build's ddl-launch is; both files
 # exist before the cluster starts.

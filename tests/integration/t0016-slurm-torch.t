@@ -52,14 +52,9 @@ t_is $? 0 "ddlrun -n 4 python3 ddp_check.py on the host exits 0 (the reference)"
 t_is "$(hashes | wc -l)" 1 "... its 4 ranks agree"
 ref=$(hashes | head -n 1)
 
-# One namespace cluster at a time on a host (one bridge, ddlbr0): wait, for
-# a bounded time, for one that another test or person runs to stop.
-i=0
-while ip link show ddlbr0 >/dev/null 2>&1 && [ $i -lt 150 ]; do
-    [ $i -eq 0 ] && t_diag "bridge ddlbr0 exists: waiting up to 300 s for that cluster to stop"
-    sleep 2
-    i=$((i + 1))
-done
+# One namespace cluster at a time on a host (one bridge, ddlbr0).
+. "$top_srcdir/tests/slurm/lib-cluster.sh"
+cl_wait_bridge
 
 # The plugin as in t0010, told where this build's ddl-launch is; both files
 # exist before the cluster starts.

@@ -1,6 +1,7 @@
 # lib-cluster.sh: helpers for the integration tests that run on the
 # namespace cluster of cluster.sh.  Source it after tests/integration/lib.sh.
 #
+#   cl_wait_bridge            wait (up to 300 s) until no other cluster holds the bridge
 #   cl_init DIR NODES CONF    take the one bridge (waiting for another cluster to
 #                             stop), write ddl.conf (CONF: its text) and a
 #                             plugstack.conf that loads this build's plugin
@@ -20,19 +21,25 @@ trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-cl_init() {
-    CL_DIR=$1
-    CL_NODES=$2
-    [ -f "$PLUGIN" ] || t_skip_all "spank_ddl.so not built (configure found no slurm/spank.h)"
-    [ -x "$DDL_LAUNCH" ] || t_skip_all "ddl-launch not built"
-    [ "$(id -u)" = 0 ] || t_skip_all "needs root (network namespaces, slurmd)"
-    # One namespace cluster at a time on a host (one bridge, ddlbr0).
+# cl_wait_bridge: one namespace cluster at a time on a host (one bridge,
+# ddlbr0): wait, for a bounded time, for one that another test or person
+# runs to stop.
+cl_wait_bridge() {
     i=0
     while ip link show ddlbr0 >/dev/null 2>&1 && [ $i -lt 150 ]; do
         [ $i -eq 0 ] && t_diag "bridge ddlbr0 exists: waiting up to 300 s for that cluster to stop"
         sleep 2
         i=$((i + 1))
     done
+}
+
+cl_init() {
+    CL_DIR=$1
+    CL_NODES=$2
+    [ -f "$PLUGIN" ] || t_skip_all "spank_ddl.so not built (configure found no slurm/spank.h)"
+    [ -x "$DDL_LAUNCH" ] || t_skip_all "ddl-launch not built"
+    [ "$(id -u)" = 0 ] || t_skip_all "needs root (network namespaces, slurmd)"
+    cl_wait_bridge
     CL_CONF="$T_TMP/ddl.conf"
     printf '%s\n' "$3" >"$CL_CONF"
     export DDL_CLUSTER_SHARE="$top_builddir $top_srcdir $T_TMP"
