@@ -796,8 +796,8 @@ static uint32_t *new_world(agent_t *a, uint32_t lost, char *what, size_t len)
     for (uint32_t n = 0; n < o->nnodes; n++) /* spares placed above: after the survivors */
         if (map[n] != NO_RANK && old[n] == NO_RANK)
             map[n] = next++;
-    snprintf(what, len, " (shrunk to %u nodes, %u ranks: no spare node left)", active,
-             active * a->tpn);
+    snprintf(what, len, " (shrunk to %u node%s, %u rank%s: no spare node left)", active,
+             active == 1 ? "" : "s", active * a->tpn, active * a->tpn == 1 ? "" : "s");
     return map;
 }
 
@@ -1199,9 +1199,19 @@ static void conn_drop(agent_t *a, size_t idx)
             failure_t f = {.gen = a->gen, .rank = c->rank, .node = a->opts->node_id,
                            .cls = DDL_FAIL_SUPERVISOR};
             snprintf(f.host, sizeof f.host, "%s", a->host);
-            snprintf(f.text, sizeof f.text, "its supervisor ddl-launch (pid %d) is gone",
-                     (int)c->pid);
-            ddl_warn("supervisor of rank %d (pid %d) disconnected", c->rank, (int)c->pid);
+            if (r->state == DDL_RANK_FAILED || r->state == DDL_RANK_EXITED) {
+                /* it said how it ended before the decision: it was signalled */
+                char how[128] = "never started (a spare)";
+                if (r->wpid > 0)
+                    ddl_describe_wait_status(r->wstatus, how, sizeof how);
+                snprintf(f.text, sizeof f.text, "its supervisor ddl-launch (pid %d) was told to "
+                         "stop and ended with its worker, which %s", (int)c->pid, how);
+                ddl_debug("supervisor of rank %d (pid %d) ended", c->rank, (int)c->pid);
+            } else {
+                snprintf(f.text, sizeof f.text, "its supervisor ddl-launch (pid %d) is gone",
+                         (int)c->pid);
+                ddl_warn("supervisor of rank %d (pid %d) disconnected", c->rank, (int)c->pid);
+            }
             r->state = DDL_RANK_FAILED;
             report_failure(a, &f);
         } else if (!a->shutting_down && !a->final && live) {
@@ -1646,7 +1656,9 @@ static int setup(agent_t *a)
     uint32_t age;
     if (ckpt_latest(a->ckpt_dir, &a->ckpt_best, &age) < 0)
         a->ckpt_best = -1;
-    if (gethostname(a->host, sizeof a->host - 1) < 0)
+    if (o->host)
+        snprintf(a->host, sizeof a->host, "%s", o->host);
+    else if (gethostname(a->host, sizeof a->host - 1) < 0)
         snprintf(a->host, sizeof a->host, "?");
     if (o->nnodes > 1 && a->leader && o->tcp_fd < 0) {
         ddl_error("the leader of a %u-node step needs a TCP socket", o->nnodes);

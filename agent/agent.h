@@ -54,6 +54,8 @@ typedef struct {
     uint32_t spares;           /* the last `spares` nodes wait idle to replace lost ones */
     uint32_t min_nodes;        /* without a spare, a lost node shrinks the world down to
                                 * this many nodes (0: never shrink) */
+    const char *host;          /* this node's name in reports (NULL: the host name);
+                                * ddlrun --emulate names its emulated nodes */
 } ddl_agent_opts_t;
 
 /* ddl_agent_serve: run the daemon until SIGTERM/SIGINT or the parent's

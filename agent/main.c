@@ -4,7 +4,7 @@
  *                   [--node-id K --nnodes M --local-ranks LIST --secret-fd FD
  *                    (--tcp-fd FD | --leader IP:PORT)] [--exit-when-done]
  *                   [--heartbeat MS] [--supervise [--restarts N] [--crash-loop K]
- *                    [--node-timeout MS] [--spares K] [--min-nodes M]]
+ *                    [--node-timeout MS] [--spares K] [--min-nodes M]] [--host NAME]
  *   ddl-agent status [--socket PATH] [--json]
  *   ddl-agent topo [--input FILE.xml] [--ranks N] [--gpus LIST] [--cpus LIST] [--json]
  *   ddl-agent config --check FILE [--partition NAME]
@@ -44,7 +44,8 @@ static void usage(FILE *f)
             "                        (--tcp-fd FD | --leader IP:PORT)] [--exit-when-done]\n"
             "                       [--heartbeat MS] [--supervise [--restarts N] "
             "[--crash-loop K]\n"
-            "                        [--node-timeout MS] [--spares K] [--min-nodes M]]\n"
+            "                        [--node-timeout MS] [--spares K] [--min-nodes M]] "
+            "[--host NAME]\n"
             "       ddl-agent heartbeat [STEP]\n"
             "       ddl-agent --version | --help\n"
             "\n"
@@ -206,6 +207,7 @@ static int cmd_serve(int argc, char **argv)
         {"node-timeout", required_argument, NULL, 'O'},
         {"spares", required_argument, NULL, 'P'},
         {"min-nodes", required_argument, NULL, 'm'},
+        {"host", required_argument, NULL, 'o'},
         {NULL, 0, NULL, 0},
     };
     ddl_agent_opts_t o = {.ready_fd = -1, .tcp_fd = -1, .nnodes = 1};
@@ -290,6 +292,14 @@ static int cmd_serve(int argc, char **argv)
                 return bad("serve: --%s: '%s' is not a number of nodes (0-1048576)",
                            c == 'P' ? "spares" : "min-nodes", optarg);
             *(c == 'P' ? &o.spares : &o.min_nodes) = (uint32_t)v;
+            break;
+        case 'o':
+            if (!*optarg || strlen(optarg) > 63 || strpbrk(optarg, " \t\n\"\\")) {
+                free(local);
+                return bad("serve: --host: '%s' is not a node name (1-63 characters, no "
+                           "blanks or quotes)", optarg);
+            }
+            o.host = optarg;
             break;
         case 'O':
             if (ddl_parse_long(optarg, 100, 600000, &v) < 0)

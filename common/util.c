@@ -320,7 +320,7 @@ int ddl_bind_check(const char *text, ddl_error_t *err)
 }
 
 pid_t ddl_spawn_ready(const char *path, char *const argv[], const int *keep, int nkeep,
-                      int timeout_ms, ddl_error_t *err)
+                      int new_group, int timeout_ms, ddl_error_t *err)
 {
     int pfd[2];
     char ready[16];
@@ -347,6 +347,8 @@ pid_t ddl_spawn_ready(const char *path, char *const argv[], const int *keep, int
     }
     if (pid == 0) {
         sigset_t none;
+        if (new_group)
+            setpgid(0, 0);
         sigemptyset(&none);
         for (int s = 1; s < NSIG; s++)
             signal(s, SIG_DFL);
@@ -361,6 +363,8 @@ pid_t ddl_spawn_ready(const char *path, char *const argv[], const int *keep, int
         fprintf(stderr, "ddl: cannot execute %s: %s\n", path, strerror(errno));
         _exit(127);
     }
+    if (new_group)
+        setpgid(pid, pid); /* also here: no race with an early kill(-pid) */
     free(av);
     close(pfd[1]);
     char buf[4] = "";

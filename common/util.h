@@ -104,11 +104,12 @@ void ddl_kill_adopted(pid_t keep);
 
 /* ddl_spawn_ready: start the daemon path with argv (NULL-terminated; argv[0]
  * is its name) plus "--ready-fd N", keeping the descriptors keep[0..nkeep)
- * open across exec, stdin on /dev/null and every signal at its default, and
+ * open across exec, stdin on /dev/null and every signal at its default (with
+ * new_group, in a new process group that it leads), and
  * wait up to timeout_ms for it to write "1" on that descriptor.  Returns its
  * pid; -1 with the reason in err, the child (if any) killed and reaped.
  * The caller reaps the daemon later. */
 pid_t ddl_spawn_ready(const char *path, char *const argv[], const int *keep, int nkeep,
-                      int timeout_ms, ddl_error_t *err);
+                      int new_group, int timeout_ms, ddl_error_t *err);
 
 #endif

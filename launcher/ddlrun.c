@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -39,6 +40,7 @@
 #include "ddlrun.h"
 #include "log.h"
 #include "proto.h"
+#include "sock.h"
 #include "topo.h"
 
 typedef struct {
@@ -48,17 +50,27 @@ typedef struct {
 } outpipe_t;
 
 typedef struct {
-    pid_t pid; /* ddl-launch, also the process group id; 0 once reaped */
+    pid_t pid; /* ddl-launch (also the process group id but with --emulate); 0 once reaped */
+    pid_t group; /* its process group: its own, or (--emulate) its node's */
     int status;
     outpipe_t out[2]; /* with --label: stdout, stderr */
 } rank_t;
+
+/* --emulate: a node is a process group led by its agent: the agent, the
+ * node's ddl-launch tasks and their workers. */
+typedef struct {
+    pid_t agent;  /* 0 once reaped */
+    pid_t group;  /* the agent's pid: the node's process group */
+    int lost;     /* its agent was killed, or the node froze (SIGSTOP) */
+    char sock[512];
+} node_t;
 
 typedef struct {
     ddlrun_opts_t o;
     rank_t *ranks;
     int alive;
     pid_t agent;
-    char sock[512], step[64];
+    char sock[512], step[64], dir[400];
     char launch_path[4096], agent_path[4096];
     int sfd;
     int stopping;     /* ranks have been told to stop */
@@ -68,6 +80,10 @@ typedef struct {
     int interrupted;  /* signal that interrupted ddlrun, 0 none */
     int agent_died;
     int gen;          /* generation: 0, then one more per restart */
+    int ntasks, tpn;  /* tasks (ranks, and --spares' waiting ones), tasks per node */
+    node_t *nodes;    /* --emulate: o.nodes + o.spares of them */
+    int nnodes;
+    int64_t frozen_at; /* --emulate: when frozen nodes were last looked for */
     ddl_topo_env_t *bind; /* per rank: CPU mask and variables; NULL: leave them alone */
 } run_t;
 
@@ -76,9 +92,9 @@ typedef struct {
  * whole process group. */
 static void stop_ranks(run_t *r, int sig)
 {
-    for (int i = 0; i < r->o.np; i++)
+    for (int i = 0; i < r->ntasks; i++)
         if (r->ranks[i].pid > 0)
-            kill(sig == SIGKILL ? -r->ranks[i].pid : r->ranks[i].pid, sig);
+            kill(sig == SIGKILL ? -r->ranks[i].group : r->ranks[i].pid, sig);
     if (!r->stopping && sig != SIGKILL)
         r->kill_at = ddl_now_ms() + r->o.grace_ms;
     r->stopping = 1;
@@ -170,7 +186,7 @@ static int start_agent(run_t *r)
     snprintf(parent, sizeof parent, "%d", (int)getpid());
     char *const argv[] = {"ddl-agent", "serve", "--socket", r->sock, "--step", r->step,
                           "--size", size, "--parent", parent, NULL};
-    r->agent = ddl_spawn_ready(r->agent_path, argv, NULL, 0, 10000, &err);
+    r->agent = ddl_spawn_ready(r->agent_path, argv, NULL, 0, 0, 10000, &err);
     if (r->agent < 0) {
         ddl_error("%s", err.text);
         r->agent = 0;
@@ -183,18 +199,25 @@ static int start_agent(run_t *r)
 static void set_rank_env(run_t *r, int rank, int master_port)
 {
     char v[32];
+
 #define SETI(name, val)                                                      \
     do {                                                                     \
         snprintf(v, sizeof v, "%d", (val));                                  \
         setenv(name, v, 1);                                                  \
     } while (0)
-    const int per_node = r->o.np / r->o.nodes; /* --nodes: blocks of ranks */
+    const int per_node = r->tpn; /* --nodes: blocks of ranks */
+    /* --emulate: ddl-launch --node reads the task's identity from these
+     * (ddl_node_boot) and gives the worker its place in the world */
     SETI("DDL_RANK", rank);
-    SETI("DDL_SIZE", r->o.np);
+    SETI("DDL_SIZE", r->ntasks);
     SETI("DDL_LOCAL_RANK", rank % per_node);
     SETI("DDL_LOCAL_SIZE", per_node);
     SETI("DDL_NODE_ID", rank / per_node);
-    SETI("DDL_NNODES", r->o.nodes);
+    SETI("DDL_NNODES", r->nnodes);
+    if (r->o.emulate) {
+        SETI("DDL_SPARES", r->o.spares);
+        SETI("DDL_MIN_NODES", r->o.min_nodes);
+    }
     SETI("DDL_GENERATION", r->gen);
     SETI("DDL_RESTART_COUNT", r->gen);
     if (r->o.ckpt_dir)
@@ -202,7 +225,7 @@ static void set_rank_env(run_t *r, int rank, int master_port)
     if (r->o.hang_ms)
         SETI("DDL_HANG_TIMEOUT_MS", (int)r->o.hang_ms);
     SETI("DDL_GRACE_MS", (int)r->o.grace_ms);
-    setenv("DDL_AGENT_SOCK", r->sock, 1);
+    setenv("DDL_AGENT_SOCK", r->o.emulate ? r->nodes[rank / per_node].sock : r->sock, 1);
     setenv("DDL_STEP_ID", r->step, 1);
     SETI("RANK", rank);
     SETI("WORLD_SIZE", r->o.np);
@@ -231,8 +254,9 @@ static int start_rank(run_t *r, int rank, int master_port)
         ddl_error("fork for rank %d: %m", rank);
         return -1;
     }
+    pid_t group = r->o.emulate ? r->nodes[rank / r->tpn].group : 0;
     if (pid == 0) {
-        setpgid(0, 0);
+        setpgid(0, group);
         child_reset_signals();
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull >= 0)
@@ -247,19 +271,23 @@ static int start_rank(run_t *r, int rank, int master_port)
             if (ddl_topo_env_apply(&r->bind[rank], &err) < 0)
                 ddl_warn("rank %d: %s; it runs with the rest of its placement", rank, err.text);
         }
-        char **argv = calloc((size_t)r->o.prog_argc + 3, sizeof *argv);
+        char **argv = calloc((size_t)r->o.prog_argc + 4, sizeof *argv);
         if (!argv)
             _exit(1);
-        argv[0] = "ddl-launch";
-        argv[1] = "--";
+        int k = 0;
+        argv[k++] = "ddl-launch";
+        if (r->o.emulate)
+            argv[k++] = "--node";
+        argv[k++] = "--";
         for (int i = 0; i < r->o.prog_argc; i++)
-            argv[i + 2] = r->o.prog_argv[i];
+            argv[k++] = r->o.prog_argv[i];
         execv(r->launch_path, argv);
         fprintf(stderr, "ddlrun: cannot execute %s: %s\n", r->launch_path, strerror(errno));
         _exit(127);
     }
-    setpgid(pid, pid); /* also here: no race with an early kill(-pid) */
+    setpgid(pid, group ? group : pid); /* also here: no race with an early kill(-pid) */
     rk->pid = pid;
+    rk->group = group ? group : pid;
     r->alive++;
     for (int s = 0; s < 2; s++) {
         rk->out[s].fd = pipes[s][0];
@@ -297,7 +325,7 @@ static int find_program(const char *prog)
 
 static int rank_of_pid(run_t *r, pid_t pid)
 {
-    for (int i = 0; i < r->o.np; i++)
+    for (int i = 0; i < r->ntasks; i++)
         if (r->ranks[i].pid == pid)
             return i;
     return -1;
@@ -320,12 +348,30 @@ static int cause_score(const run_t *r, int status)
                           status);
 }
 
+static int node_of_agent(const run_t *r, pid_t pid)
+{
+    for (int k = 0; k < r->nnodes && r->nodes; k++)
+        if (r->nodes[k].agent == pid)
+            return k;
+    return -1;
+}
+
 static void reap(run_t *r)
 {
     int status;
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         char how[128];
+        int k = node_of_agent(r, pid);
+        if (k >= 0) { /* --emulate: the node's agent; the others decide what follows */
+            r->nodes[k].agent = 0;
+            if (r->alive > 0 && !r->stopping && WIFSIGNALED(status)) {
+                r->nodes[k].lost = 1;
+                ddl_debug("node %d: its agent (pid %d) %s: the node is lost", k, (int)pid,
+                          ddl_describe_wait_status(status, how, sizeof how));
+            }
+            continue;
+        }
         if (pid == r->agent) {
             r->agent = 0;
             if (r->alive > 0) {
@@ -345,7 +391,7 @@ static void reap(run_t *r)
         int failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
         ddl_debug("rank %d (pid %d) %s", i, (int)pid,
                   ddl_describe_wait_status(status, how, sizeof how));
-        if (failed && !r->stopping) {
+        if (failed && !r->stopping && !r->o.emulate) {
             /* ranks often fail together (a peer's death breaks a transfer):
              * collect for a moment, then name the likeliest root cause */
             if (r->first_failed < 0) {
@@ -372,7 +418,7 @@ static void settle(run_t *r)
     size_t used = 0;
     if (r->o.restarts)
         snprintf(gen, sizeof gen, "generation %d: ", r->gen);
-    for (int i = 0; i < r->o.np && used < sizeof also - 64; i++) {
+    for (int i = 0; i < r->ntasks && used < sizeof also - 64; i++) {
         if (i == f || r->ranks[i].pid >= 0 || !r->ranks[i].status)
             continue;
         used += (size_t)snprintf(also + used, sizeof also - used, "%s rank %d %s",
@@ -409,9 +455,48 @@ static void on_signal(run_t *r, int sig)
     }
 }
 
+/* proc_stopped: process pid is stopped (SIGSTOP, or traced). */
+static int proc_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *st = strrchr(buf, ')');
+    return st && st[1] == ' ' && (st[2] == 'T' || st[2] == 't');
+}
+
+/* sweep_frozen: --emulate: a node frozen with SIGSTOP (a crash with its
+ * link down, as far as the other nodes can tell) never ends by itself; once
+ * every task still there is stopped, its nodes are killed and count as
+ * lost.  Looked at twice a second. */
+static void sweep_frozen(run_t *r)
+{
+    int64_t now = ddl_now_ms();
+    if (now - r->frozen_at < 500)
+        return;
+    r->frozen_at = now;
+    for (int i = 0; i < r->ntasks; i++)
+        if (r->ranks[i].pid > 0 && !proc_stopped(r->ranks[i].pid))
+            return;
+    for (int i = 0; i < r->ntasks; i++) {
+        node_t *n = &r->nodes[i / r->tpn];
+        if (r->ranks[i].pid > 0 && !n->lost) {
+            ddl_warn("node %d (node%d) is stopped and every other task has ended: killed, "
+                     "as a lost node", i / r->tpn, i / r->tpn);
+            n->lost = 1;
+            kill(-n->group, SIGKILL);
+        }
+    }
+}
+
 static void supervise(run_t *r)
 {
-    int np = r->o.np;
+    int np = r->ntasks;
     struct pollfd *pfds = calloc((size_t)(1 + 2 * np), sizeof *pfds);
     int *map = calloc((size_t)(1 + 2 * np), sizeof *map);
     if (!pfds || !map) {
@@ -466,11 +551,13 @@ static void supervise(run_t *r)
         }
         /* With every rank gone, a pipe kept open by a leftover grandchild must
          * not keep ddlrun waiting: the sweep below kills it. */
-        if (r->alive == 0) {
+        if (r->alive == 0 && !r->o.emulate) {
             for (int i = 0; i < np; i++)
                 if (r->ranks[i].pid < 0)
                     kill(r->ranks[i].pid, SIGKILL);
         }
+        if (r->o.emulate && r->alive > 0)
+            sweep_frozen(r);
     }
     free(pfds);
     free(map);
@@ -497,6 +584,134 @@ static void shutdown_agent(run_t *r)
     }
 }
 
+/* ---------------------------------------------------------------- emulated nodes */
+
+/* start_nodes: --emulate: one agent per emulated node, each leading the
+ * node's process group; node 0's agent is the leader, on a loopback TCP
+ * port, and the others join it with a fresh secret (through a pipe, as
+ * under Slurm).  0, or -1 (reported; the agents started are stopped by
+ * stop_nodes). */
+static int start_nodes(run_t *r, const char *dir)
+{
+    ddl_error_t err;
+    uint8_t raw[32];
+    char secret[72], leader[64], size[16], nn[16], parent[16], restarts[16], loop[16],
+        timeout[24], beat[24], spares[16], min_nodes[16];
+    uint16_t port;
+    int lfd = ddl_tcp_listen("127.0.0.1", &port, &err), rc = -1;
+    if (lfd < 0) {
+        ddl_error("the leader agent's socket: %s", err.text);
+        return -1;
+    }
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+        ddl_error("getrandom: %m");
+        close(lfd);
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(secret + 2 * i, 3, "%02x", raw[i]);
+    long to = r->o.node_timeout_ms ? r->o.node_timeout_ms : 2000;
+    snprintf(leader, sizeof leader, "127.0.0.1:%u", port);
+    snprintf(size, sizeof size, "%d", r->ntasks);
+    snprintf(nn, sizeof nn, "%d", r->nnodes);
+    snprintf(parent, sizeof parent, "%d", (int)getpid());
+    snprintf(restarts, sizeof restarts, "%d", r->o.restarts);
+    snprintf(loop, sizeof loop, "%d", r->o.ckpt_dir ? r->o.crash_loop : 0);
+    snprintf(timeout, sizeof timeout, "%ld", to);
+    snprintf(beat, sizeof beat, "%ld", to / 2 < 1000 ? to / 2 : 1000L);
+    snprintf(spares, sizeof spares, "%d", r->o.spares);
+    snprintf(min_nodes, sizeof min_nodes, "%d", r->o.min_nodes);
+    for (int k = 0; k < r->nnodes; k++) {
+        char node[16], sfd[16], tfd[16], host[32], local[64 * 12] = "";
+        int sp[2];
+        size_t used = 0;
+        for (int i = 0; i < r->tpn && used < sizeof local - 12; i++)
+            used += (size_t)snprintf(local + used, sizeof local - used, "%s%d", i ? "," : "",
+                                     k * r->tpn + i);
+        snprintf(r->nodes[k].sock, sizeof r->nodes[k].sock, "%s/%s-node%d.sock", dir, r->step,
+                 k);
+        if (pipe2(sp, O_CLOEXEC) < 0 || ddl_write_full(sp[1], secret, strlen(secret)) < 0) {
+            ddl_error("cannot pass the secret to node %d's agent: %m", k);
+            goto out;
+        }
+        close(sp[1]);
+        snprintf(node, sizeof node, "%d", k);
+        snprintf(sfd, sizeof sfd, "%d", sp[0]);
+        snprintf(tfd, sizeof tfd, "%d", lfd);
+        snprintf(host, sizeof host, "node%d", k);
+        char *const argv[] = {"ddl-agent", "serve", "--socket", r->nodes[k].sock, "--step",
+                              r->step, "--size", size, "--node-id", node, "--nnodes", nn,
+                              "--local-ranks", local, "--secret-fd", sfd,
+                              k ? "--leader" : "--tcp-fd", k ? leader : tfd, "--parent", parent,
+                              "--exit-when-done", "--supervise", "--restarts", restarts,
+                              "--crash-loop", loop, "--node-timeout", timeout, "--heartbeat",
+                              beat, "--spares", spares, "--min-nodes", min_nodes, "--host",
+                              host, NULL};
+        int keep[2] = {sp[0], lfd};
+        pid_t pid = ddl_spawn_ready(r->agent_path, argv, keep, k ? 1 : 2, 1, 40000, &err);
+        close(sp[0]);
+        if (pid < 0) {
+            ddl_error("node %d: %s", k, err.text);
+            goto out;
+        }
+        r->nodes[k].agent = r->nodes[k].group = pid;
+        ddl_debug("node %d: agent pid %d (its process group) on %s", k, (int)pid,
+                  r->nodes[k].sock);
+    }
+    rc = 0;
+out:
+    close(lfd);
+    memset(secret, 0, sizeof secret);
+    return rc;
+}
+
+/* stop_nodes: the agents have a moment to end by themselves (they do once
+ * their tasks have), then SIGTERM, then each node's process group is
+ * swept with SIGKILL. */
+static void stop_nodes(run_t *r)
+{
+    for (int t = 0; t < 300; t++) {
+        int left = 0;
+        for (int k = 0; k < r->nnodes; k++) {
+            if (r->nodes[k].agent > 0 && waitpid(r->nodes[k].agent, NULL, WNOHANG) ==
+                                             r->nodes[k].agent)
+                r->nodes[k].agent = 0;
+            if (r->nodes[k].agent > 0 && t == 200)
+                kill(r->nodes[k].agent, SIGTERM);
+            left += r->nodes[k].agent > 0;
+        }
+        if (!left)
+            break;
+        usleep(10000);
+    }
+    for (int k = 0; k < r->nnodes; k++) {
+        if (r->nodes[k].group > 0)
+            kill(-r->nodes[k].group, SIGKILL);
+        if (r->nodes[k].agent > 0)
+            waitpid(r->nodes[k].agent, NULL, 0);
+        r->nodes[k].agent = 0;
+        if (r->nodes[k].sock[0])
+            unlink(r->nodes[k].sock);
+    }
+}
+
+/* emulated_exit_code: as srun's: the highest status of the tasks on the
+ * nodes that were not lost (their agents decided it), 128+N for a signal. */
+static int emulated_exit_code(run_t *r)
+{
+    int code = 0, counted = 0;
+    if (r->interrupted)
+        return 128 + r->interrupted;
+    for (int i = 0; i < r->ntasks; i++) {
+        if (r->nodes[i / r->tpn].lost || r->ranks[i].pid == 0)
+            continue;
+        int c = ddl_wait_status_code(r->ranks[i].status);
+        code = c > code ? c : code;
+        counted = 1;
+    }
+    return counted ? code : DDL_EXIT_NODE_LOST;
+}
+
 static int exit_code(run_t *r)
 {
     if (r->first_failed >= 0)
@@ -505,7 +720,7 @@ static int exit_code(run_t *r)
         return 128 + r->interrupted;
     if (r->agent_died)
         return 1;
-    for (int i = 0; i < r->o.np; i++) /* failures while stopping */
+    for (int i = 0; i < r->ntasks; i++) /* failures while stopping */
         if (r->ranks[i].status)
             return ddl_wait_status_code(r->ranks[i].status);
     return 0;
@@ -519,7 +734,7 @@ static void report_kept(run_t *r)
 {
     char seen[DDL_TOPO_ENV_MAX * 2][32];
     int nseen = 0;
-    for (int i = 0; i < r->o.np; i++)
+    for (int i = 0; i < r->ntasks; i++)
         for (int v = 0; v < r->bind[i].nvars; v++) {
             const ddl_topo_var_t *var = &r->bind[i].vars[v];
             int k;
@@ -548,7 +763,7 @@ static int plan_binding(run_t *r)
     int fatal;
     if (r->o.bind == DDLRUN_BIND_NONE)
         return 0;
-    r->bind = ddl_topo_plan(r->o.np, r->o.bind == DDLRUN_BIND_LIST ? r->o.bind_list : NULL,
+    r->bind = ddl_topo_plan(r->ntasks, r->o.bind == DDLRUN_BIND_LIST ? r->o.bind_list : NULL,
                             &fatal, &err);
     if (!r->bind) {
         if (fatal) {
@@ -566,7 +781,7 @@ static void free_binding(run_t *r)
 {
     if (!r->bind)
         return;
-    for (int i = 0; i < r->o.np; i++)
+    for (int i = 0; i < r->ntasks; i++)
         ddl_topo_env_clear(&r->bind[i]);
     free(r->bind);
     r->bind = NULL;
@@ -583,25 +798,27 @@ static int run_generation(run_t *r)
     r->first_failed = -1;
     r->decide_at = 0;
     r->agent_died = 0;
-    for (int i = 0; i < r->o.np; i++) {
+    for (int i = 0; i < r->ntasks; i++) {
         for (int s = 0; s < 2; s++)
             free(r->ranks[i].out[s].buf);
         r->ranks[i] = (rank_t){.out = {{.fd = -1}, {.fd = -1}}};
     }
-    if (start_agent(r) == 0) {
+    if (r->o.emulate ? start_nodes(r, r->dir) == 0 : start_agent(r) == 0) {
         int port = free_tcp_port();
-        for (int i = 0; i < r->o.np && !r->stopping; i++) {
+        for (int i = 0; i < r->ntasks && !r->stopping; i++) {
             if (start_rank(r, i, port) < 0) {
                 r->agent_died = 1; /* reported; makes the exit status 1 */
                 stop_ranks(r, SIGTERM);
             }
         }
         supervise(r);
-        code = exit_code(r);
-        for (int i = 0; i < r->o.np; i++) /* leftovers of the ranks' process groups */
+        code = r->o.emulate ? emulated_exit_code(r) : exit_code(r);
+        for (int i = 0; i < r->ntasks && !r->o.emulate; i++) /* leftovers of the ranks' groups */
             if (r->ranks[i].pid)
                 kill(r->ranks[i].pid < 0 ? r->ranks[i].pid : -r->ranks[i].pid, SIGKILL);
     }
+    if (r->o.emulate)
+        stop_nodes(r);
     shutdown_agent(r);
     unlink(r->sock);
     ddl_kill_adopted(r->agent);
@@ -680,7 +897,6 @@ int main(int argc, char **argv)
 {
     run_t r = {.first_failed = -1, .sfd = -1};
     ddl_error_t err;
-    char dir[400];
     sigset_t mask;
     int code = 1;
 
@@ -713,23 +929,35 @@ int main(int argc, char **argv)
         ddl_error("%s", err.text);
         return 1;
     }
-    if (ddl_runtime_dir(getuid(), 1, dir, sizeof dir, &err) < 0) {
+    if (ddl_runtime_dir(getuid(), 1, r.dir, sizeof r.dir, &err) < 0) {
         ddl_error("%s", err.text);
         return 1;
+    }
+    r.tpn = r.o.np / r.o.nodes;
+    r.ntasks = r.o.np + r.o.spares * r.tpn; /* --spares: tasks that wait */
+    r.nnodes = r.o.nodes + r.o.spares;
+    if (r.o.emulate) {
+        r.nodes = calloc((size_t)r.nnodes, sizeof *r.nodes);
+        if (!r.nodes) {
+            ddl_error("out of memory for %d nodes", r.nnodes);
+            return 1;
+        }
+        if (r.o.ckpt_dir) /* the agents read it: crash loops, failure summaries */
+            setenv("DDL_CHECKPOINT_DIR", r.o.ckpt_dir, 1);
     }
     int brc = plan_binding(&r);
     if (brc)
         return brc;
     snprintf(r.step, sizeof r.step, "local-%d", (int)getpid());
-    snprintf(r.sock, sizeof r.sock, "%s/%s.sock", dir, r.step);
+    snprintf(r.sock, sizeof r.sock, "%s/%s.sock", r.dir, r.step);
 
-    r.ranks = calloc((size_t)r.o.np, sizeof *r.ranks);
+    r.ranks = calloc((size_t)r.ntasks, sizeof *r.ranks);
     if (!r.ranks) {
-        ddl_error("out of memory for %d ranks", r.o.np);
+        ddl_error("out of memory for %d ranks", r.ntasks);
         free_binding(&r);
         return 1;
     }
-    for (int i = 0; i < r.o.np; i++)
+    for (int i = 0; i < r.ntasks; i++)
         r.ranks[i].out[0].fd = r.ranks[i].out[1].fd = -1;
 
     sigemptyset(&mask);
@@ -784,10 +1012,11 @@ int main(int argc, char **argv)
             ddl_warn("restart %d of %d: generation %d starts over (no checkpoint%s)", r.gen,
                      r.o.restarts, r.gen, r.o.ckpt_dir ? " yet" : ": see --checkpoint-dir");
     }
-    for (int i = 0; i < r.o.np; i++)
+    for (int i = 0; i < r.ntasks; i++)
         for (int s = 0; s < 2; s++)
             free(r.ranks[i].out[s].buf);
     free(r.ranks);
+    free(r.nodes);
     free_binding(&r);
     close(r.sfd);
     return code;

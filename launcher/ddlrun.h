@@ -32,6 +32,10 @@ typedef struct {
     int crash_loop;  /* --crash-loop: restarts without checkpoint progress allowed */
     const char *ckpt_dir; /* --checkpoint-dir: DDL_CHECKPOINT_DIR, progress, reports */
     long hang_ms;    /* --hang-timeout: DDL_HANG_TIMEOUT_MS for ddl-launch, 0 off */
+    int emulate;     /* --emulate: one agent per emulated node, supervising as under Slurm */
+    int spares;      /* --spares: more emulated nodes whose tasks wait (--emulate) */
+    int min_nodes;   /* --min-nodes: shrink down to this many nodes (--emulate) */
+    long node_timeout_ms; /* --node-timeout: a silent node is lost after this (--emulate) */
     int prog_argc;   /* the program and its arguments */
     char **prog_argv; /* points into the argv given to the parser */
 } ddlrun_opts_t;

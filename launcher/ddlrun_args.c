@@ -20,6 +20,18 @@ const char ddlrun_usage[] =
     "      --nodes K      emulate K nodes of N/K ranks each (N must be a multiple of K):\n"
     "                     ranks get node ids and local ranks in blocks, so that libddl's\n"
     "                     node-aware algorithms run here; one agent serves them all\n"
+    "      --emulate      with --nodes: each emulated node gets its own ddl-agent, linked\n"
+    "                     to the others over loopback TCP, and the agents supervise as\n"
+    "                     under srun --ddl: they decide restarts (--restarts, --crash-loop),\n"
+    "                     detect a lost node (its agent killed, or silent: SIGSTOP) and\n"
+    "                     take the leader's place when it is lost\n"
+    "      --spares K     with --emulate: K more nodes of N/K ranks whose tasks wait, and\n"
+    "                     take a lost node's ranks (0-64, default 0)\n"
+    "      --min-nodes M  with --emulate, without a spare left: a lost node's ranks are\n"
+    "                     dropped and the world shrinks, down to M nodes (default 0: no)\n"
+    "      --node-timeout SECS\n"
+    "                     with --emulate: an agent silent this long is lost (0.2-600,\n"
+    "                     default 2)\n"
     "      --grace SECS   after SIGTERM, wait this long before SIGKILL (0-600, default 5)\n"
     "      --bind HOW     auto (default): each rank gets its GPU, nearest NIC and cores;\n"
     "                     none: change nothing; LIST: CPU lists separated by ':', one per\n"
@@ -56,6 +68,8 @@ const char ddlrun_usage[] =
     "signal N; 2 for bad usage; 127 if PROG cannot be found; 1 if ddl itself failed.\n"
     "With --restarts: 90 if the ranks failed again after the last allowed restart;\n"
     "91 if --crash-loop stopped the restarts (no checkpoint progress: do not requeue).\n"
+    "With --emulate, the highest exit status of the tasks on the nodes that were not\n"
+    "lost (as srun reports), and 93 when a lost node could not be replaced.\n"
     "A rank killed by --hang-timeout ends with status 92.\n";
 
 /* parse_bind: --bind auto|none|LIST, LIST being CPU lists separated by ':'. */
@@ -89,6 +103,10 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
         {"checkpoint-dir", required_argument, NULL, 'C'},
         {"crash-loop", required_argument, NULL, 'K'},
         {"hang-timeout", required_argument, NULL, 'H'},
+        {"emulate", no_argument, NULL, 'E'},
+        {"spares", required_argument, NULL, 'S'},
+        {"min-nodes", required_argument, NULL, 'M'},
+        {"node-timeout", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -150,6 +168,30 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
                        DDLRUN_ARGS_ERROR;
             o->hang_ms = v;
             break;
+        case 'E':
+            o->emulate = 1;
+            break;
+        case 'S':
+            if (ddl_parse_long(optarg, 0, 64, &v) < 0)
+                return ddl_errprintf(err, "--spares: '%s' is not a number of nodes (0-64)",
+                                     optarg),
+                       DDLRUN_ARGS_ERROR;
+            o->spares = (int)v;
+            break;
+        case 'M':
+            if (ddl_parse_long(optarg, 0, DDLRUN_MAX_RANKS, &v) < 0)
+                return ddl_errprintf(err, "--min-nodes: '%s' is not a number of nodes (0-%d)",
+                                     optarg, DDLRUN_MAX_RANKS),
+                       DDLRUN_ARGS_ERROR;
+            o->min_nodes = (int)v;
+            break;
+        case 'T':
+            if (ddl_parse_seconds_ms(optarg, 200, 600000, &v) < 0)
+                return ddl_errprintf(err, "--node-timeout: '%s' is not a number of seconds "
+                                     "(0.2-600)", optarg),
+                       DDLRUN_ARGS_ERROR;
+            o->node_timeout_ms = v;
+            break;
         case 'C':
             if (optarg[0] == '\0')
                 return ddl_errprintf(err, "--checkpoint-dir: empty path"), DDLRUN_ARGS_ERROR;
@@ -180,6 +222,19 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
     if (o->np % o->nodes != 0)
         return ddl_errprintf(err, "--nodes %d: %d ranks cannot be split evenly over %d nodes "
                              "(use a divisor of -n)", o->nodes, o->np, o->nodes),
+               DDLRUN_ARGS_ERROR;
+    if (!o->emulate && (o->spares || o->min_nodes || o->node_timeout_ms))
+        return ddl_errprintf(err, "--%s needs --emulate (one agent per emulated node)",
+                             o->spares ? "spares" : o->min_nodes ? "min-nodes" : "node-timeout"),
+               DDLRUN_ARGS_ERROR;
+    if (o->min_nodes > o->nodes)
+        return ddl_errprintf(err, "--min-nodes %d is more than the %d node%s that train "
+                             "(--nodes)", o->min_nodes, o->nodes, o->nodes == 1 ? "" : "s"),
+               DDLRUN_ARGS_ERROR;
+    if ((long)o->np + (long)o->spares * (o->np / o->nodes) > DDLRUN_MAX_RANKS)
+        return ddl_errprintf(err, "--spares %d: %d ranks and %d more waiting are more than %d "
+                             "tasks", o->spares, o->np, o->spares * (o->np / o->nodes),
+                             DDLRUN_MAX_RANKS),
                DDLRUN_ARGS_ERROR;
     if (optind >= argc || argv[optind][0] == '\0')
         return ddl_errprintf(err, "no program given: ddlrun -n N [--] PROG [ARGS...]"),

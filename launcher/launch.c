@@ -2,6 +2,7 @@
  *
  *   ddl-launch [--] PROG [ARGS...]
  *   ddl-launch --slurm WORKER-PID ENV-FD      (exec'd by spank_ddl.so)
+ *   ddl-launch --node [--] PROG [ARGS...]     (ddlrun --emulate)
  *
  * Under Slurm the plugin has already forked the worker, which waits inside
  * the plugin for its environment: ddl-launch bootstraps (slurm_boot.c),
@@ -12,7 +13,12 @@
  *
  * It registers its rank with the node's ddl-agent (DDL_AGENT_SOCK,
  * DDL_RANK), starts PROG as its worker child, forwards signals to it, tells
- * the agent when the worker runs and how it ended, and finally ends the same
+ * With --node (a task of an emulated node of `ddlrun --emulate`) it does
+ * the same as under Slurm, but its identity comes from ddlrun's variables
+ * (ddl_node_boot), the node's agent is ddlrun's, and it starts the worker
+ * itself (a spare's only when its node is given ranks).
+ *
+ * It tells the agent when the worker runs and how it ended, and finally ends the same
  * way as the worker: the same exit status, or killed by the same signal, so
  * that ddlrun (and later slurmstepd) sees the worker's fate.  On SIGTERM,
  * SIGINT or SIGHUP the worker gets the signal and DDL_GRACE_MS (default
@@ -63,6 +69,8 @@ static long rank = -1;
 static uint32_t cur_gen;             /* the worker's generation */
 static char beat_path[PATH_MAX];     /* Slurm: the first worker's heartbeat FIFO, "" none */
 static char hang_text[400];          /* the last hang report, for the agent */
+static int node_mode;                /* --node: ddlrun --emulate's task */
+static ddl_spawn_t node_spawn;       /* --node: how to start the worker */
 
 /* Watching the worker's heartbeats (ddl_beat_rec_t, from libddl). */
 typedef struct {
@@ -423,6 +431,28 @@ static pid_t slurm_start(const char *pid_arg, const char *fd_arg, pid_t *agent, 
     return (pid_t)wpid;
 }
 
+/* node_start: --node: the task's identity from ddlrun's variables, its
+ * registration with its node's agent, and how to start the worker; *idle
+ * when the task is on a spare node. */
+static int node_start(char *const prog[], int *idle)
+{
+    ddl_error_t err;
+    node_mode = 1;
+    if (ddl_node_boot(&world.b, &err) < 0) {
+        ddl_error("task %s: %s", getenv("DDL_RANK") ? getenv("DDL_RANK") : "?", err.text);
+        return -1;
+    }
+    world_set(NULL);
+    if (register_rank(REGISTER_TIMEOUT_MS) < 0)
+        return -1;
+    if (ddl_spawn_self(prog, &node_spawn, &err) < 0) {
+        ddl_error("rank %ld: %s", rank, err.text);
+        return -1;
+    }
+    *idle = world.rank < 0;
+    return 0;
+}
+
 /* wait_agent: the node's first task stays until the node's agent has
  * served every local rank, passing on signals meanwhile. */
 static void wait_agent(pid_t agent, int sfd)
@@ -596,45 +626,61 @@ static int restart(sup_t *s, beats_t *b)
     }
     b->last_ms = 0;
     cur_gen = s->next_gen;
+    if (s->last_pid) /* not the first worker of a --node task */
+        ddl_info("task %ld: worker restarted as rank %ld of %ld (pid %d, generation %u)", rank,
+                 world.rank, world.size, (int)pid, cur_gen);
     s->wpid = s->last_pid = pid;
     s->status = s->hung = s->decided = 0;
     s->kill_at = s->respawn_at = 0;
-    ddl_info("task %ld: worker restarted as rank %ld of %ld (pid %d, generation %u)", rank,
-             world.rank, world.size, (int)pid, cur_gen);
     tell(DDL_RANK_RUNNING, pid, 0);
     return 0;
 }
 
 /* activate: a new generation for a spare's task: if its node now holds
- * ranks, release the waiting worker with its place in the world. */
+ * ranks, release the waiting worker with its place in the world (--node:
+ * start it). */
 static int activate(sup_t *s)
 {
     if (s->node_rank)
         world_set(s->node_rank);
     free(s->node_rank);
     s->node_rank = NULL;
-    cur_gen = s->next_gen;
-    s->decided = 0;
+    if (world.rank < 0 || !node_mode) {
+        cur_gen = s->next_gen;
+        s->decided = 0;
+    }
     if (world.rank < 0)
         return 0; /* still a spare */
-    if (release(s->wpid, cur_gen) < 0)
+    if (node_mode ? restart(s, &beats) < 0 : release(s->wpid, cur_gen) < 0)
         return -1;
     s->idle = 0;
     ddl_warn("task %ld: the spare takes rank %ld of %ld (generation %u)", rank, world.rank,
              world.size, cur_gen);
-    tell(DDL_RANK_RUNNING, s->wpid, 0);
+    if (!node_mode) /* restart() told it */
+        tell(DDL_RANK_RUNNING, s->wpid, 0);
     return 0;
 }
 
 /* supervise: watch the worker until the task ends; returns the task's exit
- * status (or does not return: ends like the worker). */
-static int supervise(pid_t wpid, int idle, int slurm, pid_t agent, int sfd, long grace_ms)
+ * status (or does not return: ends like the worker).  With agent_decides
+ * (--slurm, --node) the agent decides what follows the worker's end; under
+ * --node the worker is started here (wpid 0). */
+static int supervise(pid_t wpid, int idle, int agent_decides, pid_t agent, int sfd,
+                     long grace_ms)
 {
     sup_t s = {.wpid = wpid, .last_pid = wpid, .idle = idle};
-    /* Under Slurm the agent decides what follows the worker's end. */
-    int wait_decision = slurm && agent_fd >= 0;
-    if (!slurm)
+    int wait_decision = agent_decides && agent_fd >= 0;
+    if (!agent_decides)
         s.captured = -1; /* ddlrun restarts whole generations itself */
+    if (node_mode) {
+        s.spawn = node_spawn; /* taken */
+        memset(&node_spawn, 0, sizeof node_spawn);
+        s.captured = 1;
+        if (!idle && restart(&s, &beats) < 0) { /* generation 0 (next_gen) */
+            ddl_spawn_free(&s.spawn);
+            return 1; /* the agent sees this supervisor go */
+        }
+    }
     for (;;) {
         int64_t now = ddl_now_ms();
         int64_t due[4] = {s.kill_at, 0, s.respawn_at, 0};
@@ -775,6 +821,7 @@ int main(int argc, char **argv)
         return 0;
     }
     int slurm = argc == 4 && strcmp(argv[1], "--slurm") == 0;
+    int node = argc > 2 && strcmp(argv[1], "--node") == 0;
     pid_t agent = 0;
     int idle = 0; /* a spare's task: its worker waits */
     long efd_arg;
@@ -786,8 +833,10 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && strcmp(argv[1], "--") == 0)
         first = 2;
+    if (node)
+        first = strcmp(argv[2], "--") == 0 ? 3 : 2;
     if (!slurm && (first >= argc || (first == 1 && argv[1][0] == '-'))) {
-        fprintf(stderr, "usage: ddl-launch [--] PROG [ARGS...]\n"
+        fprintf(stderr, "usage: ddl-launch [--node] [--] PROG [ARGS...]\n"
                         "(the per-rank supervisor; started by ddlrun or the ddl SPANK plugin)\n");
         return 2;
     }
@@ -842,6 +891,12 @@ int main(int argc, char **argv)
         }
         goto supervise;
     }
+    if (node) {
+        if (node_start(argv + first, &idle) < 0)
+            return 1;
+        wpid = 0;
+        goto supervise;
+    }
     if (register_rank(REGISTER_TIMEOUT_MS) < 0)
         return 1;
 
@@ -878,6 +933,7 @@ int main(int argc, char **argv)
         ddl_fd_set_nonblock(beats.fd, 1);
     }
 supervise:
-    tell(idle ? DDL_RANK_SPARE : DDL_RANK_RUNNING, idle ? 0 : wpid, 0);
-    return supervise(wpid, idle, slurm, agent, sfd, grace_ms);
+    if (idle || !node) /* --node: the worker's start tells it */
+        tell(idle ? DDL_RANK_SPARE : DDL_RANK_RUNNING, idle ? 0 : wpid, 0);
+    return supervise(wpid, idle, slurm || node, agent, sfd, grace_ms);
 }

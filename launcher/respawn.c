@@ -154,6 +154,65 @@ int ddl_spawn_capture(pid_t pid, ddl_spawn_t *sp, ddl_error_t *err)
     return 0;
 }
 
+/* dup_vec: a copy of the NULL-terminated v, or NULL. */
+static char **dup_vec(char *const v[])
+{
+    size_t n = 0;
+    while (v[n])
+        n++;
+    char **c = calloc(n + 1, sizeof *c);
+    for (size_t i = 0; c && i < n; i++)
+        if (!(c[i] = strdup(v[i]))) {
+            free_vec(c);
+            return NULL;
+        }
+    return c;
+}
+
+/* find_exe: prog as execvp would find it, in buf. */
+static int find_exe(const char *prog, char *buf, size_t len)
+{
+    if (strchr(prog, '/')) {
+        snprintf(buf, len, "%s", prog);
+        return access(buf, X_OK);
+    }
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *d = path; *d;) {
+        size_t n = strcspn(d, ":");
+        snprintf(buf, len, "%.*s/%s", (int)n, n ? d : ".", prog);
+        if (access(buf, X_OK) == 0)
+            return 0;
+        d += n + (d[n] == ':');
+    }
+    errno = ENOENT;
+    return -1;
+}
+
+int ddl_spawn_self(char *const argv[], ddl_spawn_t *sp, ddl_error_t *err)
+{
+    extern char **environ;
+    memset(sp, 0, sizeof *sp);
+    if (find_exe(argv[0], sp->exe, sizeof sp->exe) < 0)
+        return ddl_errprintf(err, "cannot execute '%s': %s", argv[0], strerror(errno));
+    if (!getcwd(sp->cwd, sizeof sp->cwd))
+        return ddl_errprintf(err, "getcwd: %s", strerror(errno));
+    sp->argv = dup_vec(argv);
+    sp->envp = dup_vec(environ);
+    if (!sp->argv || !sp->envp) {
+        ddl_spawn_free(sp);
+        errno = ENOMEM;
+        return ddl_errprintf(err, "out of memory");
+    }
+    for (int r = 0; r < RLIM_NLIMITS; r++)
+        getrlimit(r, &sp->lim[r]);
+    sched_getaffinity(0, sizeof sp->cpus, &sp->cpus);
+    sp->umask = umask(022);
+    umask(sp->umask);
+    return 0;
+}
+
 /* named: env entry e is NAME=... for NAME the part of s before '=' (or all of s). */
 static int named(const char *e, const char *s)
 {

@@ -35,6 +35,13 @@ int ddl_spawn_exec_done(pid_t pid, pid_t like);
  * errno and err (nothing to free then).  Free with ddl_spawn_free. */
 int ddl_spawn_capture(pid_t pid, ddl_spawn_t *sp, ddl_error_t *err);
 
+/* ddl_spawn_self: fill *sp to start argv[0] (found in PATH when it has no
+ * '/') with argv and this process's own environment, working directory,
+ * limits, CPU mask and umask: the worker of a ddl-launch that starts it
+ * itself (ddlrun --emulate).  0, or -1 with errno and err (program not
+ * found or not executable).  Free with ddl_spawn_free. */
+int ddl_spawn_self(char *const argv[], ddl_spawn_t *sp, ddl_error_t *err);
+
 /* ddl_spawn_start: fork and exec the recorded program again, with the
  * recorded state, the variables set[] ("NAME=VALUE", replacing the recorded
  * ones of that name) and without those named in unset[] (NULL-terminated

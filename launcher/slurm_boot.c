@@ -30,33 +30,27 @@
 
 #define BOOT_TIMEOUT_DEFAULT_S 120
 
+#define SLURM_HINT "ddl-launch --slurm runs only as a task of a Slurm step started with --ddl"
+#define NODE_HINT "ddl-launch --node runs only as a task of ddlrun --emulate"
+
 static int env_long(const char *name, const char *alt, long min, long max, long *out,
-                    ddl_error_t *err)
+                    const char *hint, ddl_error_t *err)
 {
     const char *v = getenv(name);
     if ((!v || !*v) && alt)
         v = getenv(alt);
     if (!v || ddl_parse_long(v, min, max, out) < 0) {
         errno = EINVAL;
-        return ddl_errprintf(err, "%s='%s' is not a number in %ld-%ld: ddl-launch --slurm runs "
-                             "only as a task of a Slurm step started with --ddl", name,
-                             v ? v : "", min, max);
+        return ddl_errprintf(err, "%s='%s' is not a number in %ld-%ld: %s", name, v ? v : "",
+                             min, max, hint);
     }
     return 0;
 }
 
-static int read_identity(ddl_slurm_boot_t *b, ddl_error_t *err)
+/* read_recovery: DDL_SPARES and DDL_MIN_NODES (validated by the plugin or
+ * ddlrun), checked against the step's nodes. */
+static int read_recovery(ddl_slurm_boot_t *b, ddl_error_t *err)
 {
-    long job, step;
-    if (env_long("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", 1, 1 << 20, &b->size, err) < 0 ||
-        env_long("SLURM_PROCID", NULL, 0, b->size - 1, &b->rank, err) < 0 ||
-        env_long("SLURM_STEP_NUM_NODES", "SLURM_NNODES", 1, b->size, &b->nnodes, err) < 0 ||
-        env_long("SLURM_NODEID", NULL, 0, b->nnodes - 1, &b->node_id, err) < 0 ||
-        env_long("SLURM_LOCALID", NULL, 0, b->size - 1, &b->local_rank, err) < 0 ||
-        env_long("SLURM_JOB_ID", "SLURM_JOBID", 0, 0x7fffffffL, &job, err) < 0 ||
-        env_long("SLURM_STEP_ID", "SLURM_STEPID", 0, 0xffffffffL, &step, err) < 0)
-        return -1;
-    snprintf(b->step, sizeof b->step, "%ld.%ld", job, step);
     const char *sv = getenv("DDL_SPARES"), *mv = getenv("DDL_MIN_NODES");
     if ((sv && *sv && ddl_parse_long(sv, 0, 1 << 20, &b->spares) < 0) ||
         (mv && *mv && ddl_parse_long(mv, 0, 1 << 20, &b->min_nodes) < 0)) {
@@ -75,6 +69,65 @@ static int read_identity(ddl_slurm_boot_t *b, ddl_error_t *err)
                              "(%ld nodes, --ddl-spares=%ld)", b->min_nodes, b->nnodes - b->spares,
                              b->nnodes - b->spares == 1 ? "" : "s", b->nnodes, b->spares);
     }
+    return 0;
+}
+
+/* block_order: spares and shrinking move whole nodes of equal size. */
+static int block_order(const ddl_slurm_boot_t *b, ddl_error_t *err)
+{
+    if ((b->spares || b->min_nodes) && (b->size != b->nnodes * b->local_size ||
+                                        b->rank != b->node_id * b->local_size + b->local_rank)) {
+        errno = EINVAL;
+        return ddl_errprintf(err, "--ddl-spares and --ddl-min-nodes move or drop whole nodes: "
+                             "they need the same number of tasks on every node in block order "
+                             "(srun -N%ld --ntasks-per-node=K --distribution=block), but task "
+                             "%ld is task %ld of %ld on node %ld", b->nnodes, b->rank,
+                             b->local_rank, b->local_size, b->node_id);
+    }
+    return 0;
+}
+
+int ddl_node_boot(ddl_slurm_boot_t *b, ddl_error_t *err)
+{
+    memset(b, 0, sizeof *b);
+    const char *step = getenv("DDL_STEP_ID"), *sock = getenv("DDL_AGENT_SOCK"),
+               *ma = getenv("MASTER_ADDR"), *mp = getenv("MASTER_PORT");
+    if (env_long("DDL_SIZE", NULL, 1, 1 << 20, &b->size, NODE_HINT, err) < 0 ||
+        env_long("DDL_RANK", NULL, 0, b->size - 1, &b->rank, NODE_HINT, err) < 0 ||
+        env_long("DDL_NNODES", NULL, 1, b->size, &b->nnodes, NODE_HINT, err) < 0 ||
+        env_long("DDL_NODE_ID", NULL, 0, b->nnodes - 1, &b->node_id, NODE_HINT, err) < 0 ||
+        env_long("DDL_LOCAL_SIZE", NULL, 1, b->size, &b->local_size, NODE_HINT, err) < 0 ||
+        env_long("DDL_LOCAL_RANK", NULL, 0, b->local_size - 1, &b->local_rank, NODE_HINT,
+                 err) < 0)
+        return -1;
+    if (!step || !*step || !sock || !*sock || strlen(step) >= sizeof b->step ||
+        strlen(sock) >= sizeof b->sock) {
+        errno = EINVAL;
+        return ddl_errprintf(err, "DDL_STEP_ID or DDL_AGENT_SOCK is missing or too long: %s",
+                             NODE_HINT);
+    }
+    snprintf(b->step, sizeof b->step, "%s", step);
+    snprintf(b->sock, sizeof b->sock, "%s", sock);
+    snprintf(b->master_addr, sizeof b->master_addr, "%s", ma ? ma : "127.0.0.1");
+    snprintf(b->master_port, sizeof b->master_port, "%s", mp ? mp : "");
+    return read_recovery(b, err) < 0 || block_order(b, err) < 0 ? -1 : 0;
+}
+
+static int read_identity(ddl_slurm_boot_t *b, ddl_error_t *err)
+{
+    long job, step;
+    const char *h = SLURM_HINT;
+    if (env_long("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", 1, 1 << 20, &b->size, h, err) < 0 ||
+        env_long("SLURM_PROCID", NULL, 0, b->size - 1, &b->rank, h, err) < 0 ||
+        env_long("SLURM_STEP_NUM_NODES", "SLURM_NNODES", 1, b->size, &b->nnodes, h, err) < 0 ||
+        env_long("SLURM_NODEID", NULL, 0, b->nnodes - 1, &b->node_id, h, err) < 0 ||
+        env_long("SLURM_LOCALID", NULL, 0, b->size - 1, &b->local_rank, h, err) < 0 ||
+        env_long("SLURM_JOB_ID", "SLURM_JOBID", 0, 0x7fffffffL, &job, h, err) < 0 ||
+        env_long("SLURM_STEP_ID", "SLURM_STEPID", 0, 0xffffffffL, &step, h, err) < 0)
+        return -1;
+    snprintf(b->step, sizeof b->step, "%ld.%ld", job, step);
+    if (read_recovery(b, err) < 0)
+        return -1;
     char dir[PATH_MAX - 128];
     if (ddl_runtime_dir(getuid(), 1, dir, sizeof dir, err) < 0)
         return -1;
@@ -266,7 +319,7 @@ static int start_agent(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
                     NULL};
     int keep[2] = {sp[0], p->leader_fd};
     /* others connect to the leader and retry for up to 30 s */
-    b->agent = ddl_spawn_ready(path, argv, keep, leader ? 2 : 1, 40000, err);
+    b->agent = ddl_spawn_ready(path, argv, keep, leader ? 2 : 1, 0, 40000, err);
     close(sp[0]);
     return b->agent < 0 ? -1 : 0;
 }
@@ -278,16 +331,8 @@ int ddl_slurm_boot(ddl_slurm_boot_t *b, ddl_error_t *err)
     int rc = -1;
     if (read_identity(b, err) < 0 || exchange(b, &p, err) < 0)
         goto out;
-    if ((b->spares || b->min_nodes) && (b->size != b->nnodes * b->local_size ||
-                                        b->rank != b->node_id * b->local_size + b->local_rank)) {
-        errno = EINVAL;
-        ddl_errprintf(err, "--ddl-spares and --ddl-min-nodes move or drop whole nodes: they "
-                      "need the same number of tasks on every node in block order "
-                      "(srun -N%ld --ntasks-per-node=K --distribution=block), but task %ld is "
-                      "task %ld of %ld on node %ld", b->nnodes, b->rank, b->local_rank,
-                      b->local_size, b->node_id);
+    if (block_order(b, err) < 0)
         goto out;
-    }
     if (b->local_rank == 0 && start_agent(b, &p, err) < 0)
         goto out;
     ddl_debug("rank %ld of %ld: node %ld of %ld, local %ld of %ld, agent %s, leader %s", b->rank,

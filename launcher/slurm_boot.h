@@ -39,4 +39,14 @@ typedef struct {
  * failed or timed out, agent did not start). */
 int ddl_slurm_boot(ddl_slurm_boot_t *b, ddl_error_t *err);
 
+/* ddl_node_boot: the same identity for a task of `ddlrun --emulate` (the
+ * --node mode), read from the variables ddlrun sets: DDL_RANK (the task),
+ * DDL_SIZE (tasks), DDL_NODE_ID, DDL_NNODES, DDL_LOCAL_RANK,
+ * DDL_LOCAL_SIZE, DDL_STEP_ID, DDL_AGENT_SOCK (the emulated node's agent,
+ * which ddlrun started), MASTER_ADDR, MASTER_PORT, DDL_SPARES and
+ * DDL_MIN_NODES.  No PMIx, no agent started.  0, or -1 with the reason in
+ * err (a variable missing or out of range, spares or shrinking without
+ * equal nodes). */
+int ddl_node_boot(ddl_slurm_boot_t *b, ddl_error_t *err);
+
 #endif

@@ -36,7 +36,8 @@ INTEGRATION_TESTS = \
     tests/integration/t0009-slurm-cluster.t \
     tests/integration/t0012-bench.t \
     tests/integration/t0017-gpu.t \
-    tests/integration/t0018-restart.t
+    tests/integration/t0018-restart.t \
+    tests/integration/t0020-ddlrun-emulate.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh
 

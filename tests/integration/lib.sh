@@ -49,6 +49,12 @@ t_is() { # t_is GOT WANT DESCRIPTION
     fi
 }
 
+t_status() { # t_status GOT WANT DESCRIPTION FILE: an exit status; on a
+    # mismatch, the last lines of FILE (the command's stderr) as diagnostics
+    t_is "$1" "$2" "$3"
+    [ "$1" = "$2" ] || { t_diag "last lines of $4:"; tail -n 30 "$4" | sed 's/^/#   /'; }
+}
+
 t_like() { # t_like FILE REGEX DESCRIPTION: FILE has a line matching REGEX
     if grep -Eq -- "$2" "$1"; then t_ok 0 "$3"; else
         t_ok 1 "$3"

@@ -63,6 +63,15 @@ train() {
         --ddl-checkpoint-dir="$ck" -J "$T_TOKEN" "$@" "$FMNIST" $ARGS $FARGS --checkpoint-dir "$ck" \
         >"$T_TMP/$name.out" 2>"$T_TMP/$name.err" &
     run=$!
+    t_begin=$(date +%s)
+}
+# wait_run: wait for the step; its exit status, and how long it ran as a
+# diagnostic line (Slurm's own node-failure notice takes about 30 s)
+wait_run() {
+    wait $run
+    rc=$?
+    t_diag "$name: srun exited $rc after $(($(date +%s) - t_begin)) s"
+    return $rc
 }
 crc() { sed -n 's/^checksums: all \([0-9]*\) ranks agree (\(0x[0-9a-f]*\))$/\1 \2/p' "$T_TMP/$1.out"; }
 # victim RANK: the pid of world rank RANK's worker (the program itself)
@@ -85,8 +94,8 @@ summary() { cat "$CK-$1/failure-gen0.json" 2>/dev/null; }
 
 # --- 0. baseline --------------------------------------------------------------
 train base --ddl-spares=1
-wait $run
-t_is $? 0 "baseline: 3 nodes, one of them a spare: exits 0"
+wait_run
+t_status $? 0 "baseline: 3 nodes, one of them a spare: exits 0" "$T_TMP/base.err"
 want=$(crc base)
 t_is "${want%% *}" 4 "... 4 ranks trained (n3 was idle) and agree: ${want#* }"
 t_like "$T_TMP/base.err" "warning: --ddl-spares and --ddl-min-nodes recover from a lost node only if Slurm keeps the job and the step: add --no-kill" \
@@ -106,8 +115,8 @@ done
 on_node n1 "$DDL_AGENT" status >"$T_TMP/status" 2>&1
 t_like "$T_TMP/status" "last failure: generation 0: rank 2 on node 1 \(n2\): worker $p was killed by signal 9 \(SIGKILL\) \[worker-signal\]; restart 1 of 2" \
     "... ddl-agent status on n1 names the failure while the step runs on"
-wait $run
-t_is $? 0 "... the step finishes (exit 0)"
+wait_run
+t_status $? 0 "... the step finishes (exit 0)" "$T_TMP/kill.err"
 t_is "$(crc kill)" "$want" "... with the weights of the baseline"
 t_like "$T_TMP/kill.err" "generation 0: rank 2 on node 1 \(n2\): worker [0-9]+ was killed by signal 9 \(SIGKILL\) \[worker-signal\]; restart 1 of 2: generation 1 resumes from the checkpoint of step [0-9]+" \
     "... srun's output names it in one line"
@@ -122,8 +131,8 @@ t_wait_file "$ck/latest" 120
 p=$(victim 1)
 t_ok $([ -n "$p" ]; echo $?) "hang: rank 1's worker stopped after the first checkpoint: pid ${p:-?}"
 [ -n "$p" ] && kill -STOP "$p"
-wait $run
-t_is $? 0 "... the step finishes (exit 0)"
+wait_run
+t_status $? 0 "... the step finishes (exit 0)" "$T_TMP/hang.err"
 t_is "$(crc hang)" "$want" "... with the weights of the baseline"
 t_like "$T_TMP/hang.err" "rank 1 on node 0 \(n1\): worker $p hung: nothing heard for [0-9.]+ s \(hang timeout 2.0 s\); .*now stopped \(state T" \
     "... named as hung, with what it was doing"
@@ -142,8 +151,8 @@ done
 t_is "$(echo $ps | wc -w)" 4 "async: the 4 workers, after the first committed checkpoint"
 # shellcheck disable=SC2086 # several pids
 kill -KILL $ps
-wait $run
-t_is $? 0 "... all killed with SIGKILL at once: the step finishes (exit 0)"
+wait_run
+t_status $? 0 "... all killed with SIGKILL at once: the step finishes (exit 0)" "$T_TMP/async.err"
 t_like "$T_TMP/async.out" "^fmnist-train: resuming from checkpoint step [0-9]+" \
     "... resuming from a committed checkpoint"
 t_is "$(crc async)" "$want" "... with the weights of the baseline"
@@ -153,8 +162,8 @@ clean async
 # --- 6b. a full disk ---------------------------------------------------------------
 if [ -n "$TINY" ]; then
     CKDIR="$TINY/ck" train tiny --ddl-spares=1 --no-kill
-    wait $run
-    t_is $? 0 "full disk (2 MiB tmpfs): every commit fails, the step ends normally (exit 0)"
+    wait_run
+    t_status $? 0 "full disk (2 MiB tmpfs): every commit fails, the step ends normally (exit 0)" "$T_TMP/tiny.err"
     t_like "$T_TMP/tiny.out" "checkpoint [0-9]+ not committed \(DDL_ERR_IO.*No space left on device" \
         "... each failed commit is reported with its cause"
     t_is "$(crc tiny)" "$want" "... and training ends with the baseline's weights"
@@ -167,8 +176,8 @@ fi
 train spare --ddl-spares=1 --no-kill
 t_wait_file "$ck/latest" 120
 cl_crash n2 silent
-wait $run
-t_is $? 0 "spare: n2 crashed (link down first): the step finishes (exit 0)"
+wait_run
+t_status $? 0 "spare: n2 crashed (link down first): the step finishes (exit 0)" "$T_TMP/spare.err"
 t_is "$(crc spare)" "$want" "... with the weights of the baseline"
 t_like "$T_TMP/spare.err" "node 1 \(n2\): its agent was silent for [0-9.]+ s \(node timeout 2.0 s\) \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, n3, in place of node 1\)" \
     "... the leader names the lost node and the spare"
@@ -183,8 +192,8 @@ cl_restart
 train shrink --ddl-min-nodes=2 --no-kill
 t_wait_file "$ck/latest" 120
 cl_crash n3
-wait $run
-t_is $? 0 "shrink: n3 crashed, no spare, --ddl-min-nodes=2: the step finishes (exit 0)"
+wait_run
+t_status $? 0 "shrink: n3 crashed, no spare, --ddl-min-nodes=2: the step finishes (exit 0)" "$T_TMP/shrink.err"
 t_is "$(crc shrink | cut -d' ' -f1)" 4 "... on 4 ranks, which agree"
 acc=$(sed -n 's/^final test accuracy: \([0-9]*\)\..*/\1/p' "$T_TMP/shrink.out")
 t_ok $([ "${acc:-0}" -ge 80 ]; echo $?) "... test accuracy ${acc:-?}% (at least 80%)"
@@ -197,8 +206,8 @@ cl_restart
 train leader --ddl-spares=1 --no-kill
 t_wait_file "$ck/latest" 120
 cl_crash n1 silent
-wait $run
-t_is $? 0 "leader: n1 (the leader's node) crashed, link down first: the step finishes (exit 0)"
+wait_run
+t_status $? 0 "leader: n1 (the leader's node) crashed, link down first: the step finishes (exit 0)" "$T_TMP/leader.err"
 t_is "$(crc leader)" "$want" "... with the weights of the baseline"
 t_like "$T_TMP/leader.err" "node 1 \(n2\) takes over as the leader" "... n2, the lowest live node, leads"
 t_like "$T_TMP/leader.err" "node 2 follows node 1" "... n3 follows it"
@@ -216,8 +225,8 @@ t_wait_file "$ck/latest" 120
 p=$(pgrep --ns "$(slurmd_pid n1)" --nslist net -x ddl-agent)
 t_ok $([ -n "$p" ]; echo $?) "agent: n1's ddl-agent (the leader, pid ${p:-?}) after the first checkpoint"
 [ -n "$p" ] && kill -KILL "$p"
-wait $run
-t_is $? 93 "... killed: srun exits 93 (no spare: no world without n1)"
+wait_run
+t_status $? 93 "... killed: srun exits 93 (no spare: no world without n1)" "$T_TMP/agent.err"
 t_like "$T_TMP/agent.err" "rank [01]: lost the node's ddl-agent; stopping the worker \(exit status 93\)" \
     "... n1's supervisors see their agent go"
 t_like "$T_TMP/agent.err" "lost the leader agent \(node 0, 192.168.213.11:[0-9]+\): closed its link; stopping this node's ranks \(exit status 93\)" \
@@ -232,13 +241,13 @@ sleep 20
 EOF
 timeout -k 5 120 srun --mpi=pmix -N2 --ntasks-per-node=2 --ddl --ddl-restarts=2 -J "$T_TOKEN" \
     sh "$T_TMP/fail.sh" >"$T_TMP/loop.out" 2>"$T_TMP/loop.err"
-t_is $? 90 "budget: a worker that exits 1 every time: exit 90 after 2 restarts"
+t_status $? 90 "budget: a worker that exits 1 every time: exit 90 after 2 restarts" "$T_TMP/loop.err"
 t_like "$T_TMP/loop.err" "generation 2: rank 1 on node 0 \(n1\): worker [0-9]+ exited with status 1 \[worker-exit\]; stopping the step \(exit status 90\): the restarts allowed \(--ddl-restarts\) are spent" \
     "... the last failure says the budget is spent"
 mkdir -p "$CK-loop"
 DDL_CRASH_LOOP=1 timeout -k 5 120 srun --mpi=pmix -N2 --ntasks-per-node=2 --ddl --ddl-restarts=5 \
     --ddl-checkpoint-dir="$CK-loop" -J "$T_TOKEN" sh "$T_TMP/fail.sh" >"$T_TMP/loop.out" 2>"$T_TMP/loop.err"
-t_is $? 91 "crash loop: no checkpoint progress over 2 failures (DDL_CRASH_LOOP=1): exit 91"
+t_status $? 91 "crash loop: no checkpoint progress over 2 failures (DDL_CRASH_LOOP=1): exit 91" "$T_TMP/loop.err"
 t_like "$T_TMP/loop.err" "stopping the step \(exit status 91\): failures in a row without a new checkpoint: a crash loop \(do not requeue\)" \
     "... named a crash loop"
 clean loop

@@ -48,6 +48,13 @@ int main(void)
        "--restarts 100 --crash-loop 1 --checkpoint-dir /ck");
     v = ARGV("--hang-timeout", "2.5", "-n", "2", "p");
     ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.hang_ms == 2500, "--hang-timeout 2.5 is 2500 ms");
+    ok(!o.emulate && !o.spares && !o.min_nodes && !o.node_timeout_ms,
+       "no emulation, spares, shrinking or node timeout by default");
+    v = ARGV("--emulate", "--nodes", "2", "--spares", "1", "--min-nodes", "1", "--node-timeout",
+             "0.5", "-n", "4", "p");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.emulate && o.nodes == 2 && o.spares == 1 &&
+           o.min_nodes == 1 && o.node_timeout_ms == 500,
+       "--emulate --nodes 2 --spares 1 --min-nodes 1 --node-timeout 0.5");
 
     v = ARGV("--bind", "none", "-n", "2", "prog");
     ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.bind == DDLRUN_BIND_NONE, "--bind none");
@@ -122,6 +129,14 @@ int main(void)
         {{"--bind", "3-1", "-n", "1", "prog"}, "'3-1' is not a CPU list"},
         {{"--bind", "0,70000", "-n", "1", "prog"}, "numbers below 65536"},
         {{"-n", "1", "--bind"}, "--bind: missing value"},
+        {{"--spares", "1", "-n", "2", "prog"}, "--spares needs --emulate"},
+        {{"--min-nodes", "1", "-n", "2", "prog"}, "--min-nodes needs --emulate"},
+        {{"--node-timeout", "1", "-n", "2", "prog"}, "--node-timeout needs --emulate"},
+        {{"--spares", "65", "-n", "2", "prog"}, "--spares: '65' is not a number of nodes (0-64)"},
+        {{"--node-timeout", "0.1", "-n", "2", "prog"},
+         "--node-timeout: '0.1' is not a number of seconds (0.2-600)"},
+        {{"--emulate", "--min-nodes", "2", "-n", "2", "prog"},
+         "--min-nodes 2 is more than the 1 node that train"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *argv[8] = {"ddlrun", NULL, NULL, NULL, NULL, NULL, NULL, NULL};

@@ -1,0 +1,238 @@
+#!/bin/sh
+# t0020-ddlrun-emulate: `ddlrun --emulate` (issue 6): one ddl-agent per
+# emulated node, each node a process group (its agent, its ddl-launch tasks
+# and their workers), supervised by the agents as under `srun --ddl`; so
+# the node-loss scenarios of t0019 run here without Slurm or root.
+# fmnist-train with checkpoints, 2 ranks per node, the data over TCP
+# (UCX_TLS=tcp,self) and the ring allreduce, so that the final weights are
+# bit-identical whenever the world is the same:
+#
+#  0. baseline: -n 4 --nodes 2 --spares 1: 4 ranks on node0-node1, node2
+#     idle; the same weights as plain `ddlrun -n 4 --nodes 2`; `ddl-agent
+#     status` shows the three agents and the spare tasks;
+#  1. a worker killed with SIGKILL: restart, same weights, the status and
+#     failure-gen0.json name it;
+#  2. a worker stopped with SIGSTOP: found by --hang-timeout 2, same weights;
+#  3. node1 killed (SIGKILL to its process group) with --spares 1: node2
+#     takes its place, same weights; node1 frozen (SIGSTOP: its link stays
+#     up but silent, like a crash with its link down): the same;
+#  4. node1 killed without a spare, --min-nodes 1: the world shrinks to 2
+#     ranks, the run completes with a sane accuracy;
+#  5. node0, the leader's node, frozen with --spares 1: node1 takes over as
+#     the leader, node2 replaces node0, same weights; node1 killed without
+#     a spare or --min-nodes: exit 93;
+#  6. every worker killed during async checkpoints: the restart resumes from
+#     a committed checkpoint, same weights;
+#  7. a worker that exits 1 every time: exit 90 after the budget; with
+#     checkpoints and no progress, exit 91; SIGINT to ddlrun: exit 130;
+#
+# and after each, nothing of the step left running.  Timings are measured
+# by bench/run-restart.sh, not here.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+DATA=${DDL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
+[ -x "$FMNIST" ] || t_skip_all "fmnist-train not built (no OpenBLAS)"
+[ -r "$DATA/train-images-idx3-ubyte.gz" ] || t_skip_all "no Fashion-MNIST in $DATA"
+export UCX_TLS=tcp,self DDL_ALLREDUCE_ALGO=ring
+unset MASTER_ADDR MASTER_PORT
+ARGS="--epochs 2 --limit 20000 --checkpoint-every 25"
+
+# train NAME [DDLRUN-OPTIONS]: start the training in the background (pid in
+# $run) on 2 emulated nodes of 2 ranks, checkpoints in $T_TMP/ck-NAME, the
+# program's extra options in $FARGS, output in $T_TMP/NAME.out and .err.
+FARGS=""
+train() {
+    name=$1
+    shift
+    ck="$T_TMP/ck-$name"
+    # shellcheck disable=SC2086 # ARGS, FARGS: several words
+    timeout -k 5 200 "$DDLRUN" -n 4 --nodes 2 --emulate --restarts 2 --checkpoint-dir "$ck" \
+        "$@" "$FMNIST" $ARGS $FARGS --checkpoint-dir "$ck" >"$T_TMP/$name.out" 2>"$T_TMP/$name.err" &
+    run=$!
+}
+crc() { sed -n 's/^checksums: all \([0-9]*\) ranks agree (\(0x[0-9a-f]*\))$/\1 \2/p' "$T_TMP/$1.out"; }
+# victim RANK: the pid of world rank RANK's worker (the program itself)
+victim() {
+    for p in $(pgrep -f "fmnist-train .*$ck"); do
+        case "$(cat /proc/"$p"/comm 2>/dev/null)" in fmnist-train | lt-fmnist-train) ;; *) continue ;; esac
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "DDL_RANK=$1" && { echo "$p"; return; }
+    done
+}
+# node K: the process group of emulated node K (its agent's pid)
+node() { pgrep -f "ddl-agent serve --socket $DDL_RUNTIME_DIR/.*-node$1.sock"; }
+clean() { # clean WHAT: nothing of the step left (agents' sockets and checkpoints are in $T_TMP)
+    i=0
+    while [ $((i += 1)) -lt 50 ] && pgrep -f "$T_TMP" >/dev/null; do sleep 0.1; done
+    t_is "$(pgrep -f "$T_TMP" | wc -l)" 0 "$1: no agent, ddl-launch or worker left"
+}
+summary() { cat "$T_TMP/ck-$1/failure-gen0.json" 2>/dev/null; }
+
+# --- 0. baseline ------------------------------------------------------------------
+# shellcheck disable=SC2086
+t_run 200 "$DDLRUN" -n 4 --nodes 2 "$FMNIST" $ARGS --checkpoint-dir "$T_TMP/ck-plain"
+t_is $? 0 "plain ddlrun -n 4 --nodes 2 (one agent): exits 0"
+plain=$(sed -n 's/^checksums: all 4 ranks agree (\(0x[0-9a-f]*\))$/\1/p' "$T_TMP/out")
+train base --spares 1
+i=0
+while [ $((i += 1)) -lt 100 ] && [ "$("$DDL_AGENT" status 2>/dev/null | grep -c "spare")" -lt 2 ]; do
+    sleep 0.1
+done
+"$DDL_AGENT" status >"$T_TMP/status" 2>&1
+wait $run
+t_is $? 0 "--emulate --spares 1: 3 agents, node2 a spare: exits 0"
+want=$(crc base)
+t_is "$want" "4 $plain" "... 4 ranks agree, with the weights of plain ddlrun --nodes 2 ($plain)"
+t_is "$(grep -c "^step local-" "$T_TMP/status")" 3 "... ddl-agent status shows the step's 3 agents"
+t_like "$T_TMP/status" "this node: node0 \(node 0, leader\)" "... node0's the leader"
+t_like "$T_TMP/status" "^  [45] +spare " "... and node2's tasks are spares"
+clean baseline
+
+# --- 1. SIGKILL --------------------------------------------------------------------
+train kill --spares 1
+t_wait_file "$ck/latest" 120
+p=$(victim 2)
+t_ok $([ -n "$p" ]; echo $?) "kill: rank 2's worker after the first checkpoint: pid ${p:-?}"
+[ -n "$p" ] && kill -KILL "$p"
+i=0
+while [ $((i += 1)) -lt 100 ] && ! "$DDL_AGENT" status 2>/dev/null | grep -q "last failure"; do
+    sleep 0.1
+done
+"$DDL_AGENT" status >"$T_TMP/status" 2>&1
+wait $run
+t_is $? 0 "... the step finishes (exit 0)"
+t_is "$(crc kill)" "$want" "... with the weights of the baseline"
+t_like "$T_TMP/status" "last failure: generation 0: rank 2 on node 1 \(node1\): worker $p was killed by signal 9 \(SIGKILL\) \[worker-signal\]; restart 1 of 2" \
+    "... ddl-agent status names the failure while the step runs on"
+t_like "$T_TMP/kill.err" "generation 0: rank 2 on node 1 \(node1\): worker [0-9]+ was killed by signal 9 \(SIGKILL\) \[worker-signal\]; restart 1 of 2: generation 1 resumes from the checkpoint of step [0-9]+" \
+    "... ddlrun's output names it in one line"
+summary kill >"$T_TMP/sum"
+t_like "$T_TMP/sum" '"rank": 2, "node": 1, "host": "node1", "class": "worker-signal", .*"decision": "restart"' \
+    "... and failure-gen0.json"
+clean kill
+
+# --- 2. SIGSTOP --------------------------------------------------------------------
+train hang --spares 1 --hang-timeout 2
+t_wait_file "$ck/latest" 120
+p=$(victim 1)
+t_ok $([ -n "$p" ]; echo $?) "hang: rank 1's worker stopped after the first checkpoint: pid ${p:-?}"
+[ -n "$p" ] && kill -STOP "$p"
+wait $run
+t_status $? 0 "... the step finishes (exit 0)" "$T_TMP/hang.err"
+t_is "$(crc hang)" "$want" "... with the weights of the baseline"
+t_like "$T_TMP/hang.err" "rank 1 on node 0 \(node0\): worker $p hung: nothing heard for [0-9.]+ s \(hang timeout 2.0 s\); .*now stopped \(state T" \
+    "... named as hung, with what it was doing"
+clean hang
+
+# --- 3. a node lost, a spare takes its place ---------------------------------------
+train spare --spares 1
+t_wait_file "$ck/latest" 120
+g=$(node 1)
+t_ok $([ -n "$g" ]; echo $?) "spare: node1 (process group ${g:-?}) killed after the first checkpoint"
+[ -n "$g" ] && kill -KILL -- "-$g"
+wait $run
+t_status $? 0 "... the step finishes (exit 0: node1's tasks do not count, as under srun)" "$T_TMP/spare.err"
+t_is "$(crc spare)" "$want" "... with the weights of the baseline"
+t_like "$T_TMP/spare.err" "node 1 \(node1\): its agent closed its link \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, node2, in place of node 1\)" \
+    "... the leader names the lost node and the spare"
+t_like "$T_TMP/spare.err" "task 4: the spare takes rank 2 of 4 \(generation 1\)" "... node2's first task takes rank 2"
+summary spare >"$T_TMP/sum"
+t_like "$T_TMP/sum" '"rank": -1, "node": 1, "host": "node1", "class": "node-lost"' \
+    "... failure-gen0.json: node-lost"
+clean spare
+
+train frozen --spares 1
+t_wait_file "$ck/latest" 120
+g=$(node 1)
+[ -n "$g" ] && kill -STOP -- "-$g"
+wait $run
+t_status $? 0 "frozen: node1 stopped (SIGSTOP to its process group): the step finishes (exit 0)" "$T_TMP/frozen.err"
+t_is "$(crc frozen)" "$want" "... with the weights of the baseline"
+t_like "$T_TMP/frozen.err" "node 1 \(node1\): its agent was silent for [0-9.]+ s \(node timeout 2.0 s\) \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, node2, in place of node 1\)" \
+    "... found silent after the node timeout"
+t_like "$T_TMP/frozen.err" "node 1 \(node1\) is stopped and every other task has ended: killed, as a lost node" \
+    "... and killed by ddlrun at the end"
+clean frozen
+
+# --- 4. shrink ---------------------------------------------------------------------
+train shrink --min-nodes 1
+t_wait_file "$ck/latest" 120
+g=$(node 1)
+[ -n "$g" ] && kill -KILL -- "-$g"
+wait $run
+t_status $? 0 "shrink: node1 killed, no spare, --min-nodes 1: the step finishes (exit 0)" "$T_TMP/shrink.err"
+t_is "$(crc shrink | cut -d' ' -f1)" 2 "... on 2 ranks, which agree"
+acc=$(sed -n 's/^final test accuracy: \([0-9]*\)\..*/\1/p' "$T_TMP/shrink.out")
+t_ok $([ "${acc:-0}" -ge 75 ]; echo $?) "... test accuracy ${acc:-?}% (at least 75%)"
+t_like "$T_TMP/shrink.err" "generation 1 \(shrunk to 1 node, 2 ranks: no spare node left\)" \
+    "... the leader says the world shrank"
+clean shrink
+
+# --- 5. the leader's node lost -------------------------------------------------------
+train leader --spares 1
+t_wait_file "$ck/latest" 120
+g=$(node 0)
+[ -n "$g" ] && kill -STOP -- "-$g"
+wait $run
+t_status $? 0 "leader: node0 (the leader's node) frozen: the step finishes (exit 0)" "$T_TMP/leader.err"
+t_is "$(crc leader)" "$want" "... with the weights of the baseline"
+t_like "$T_TMP/leader.err" "node 1 \(node1\) takes over as the leader" "... node1, the lowest live node, leads"
+t_like "$T_TMP/leader.err" "node 2 follows node 1" "... node2 follows it"
+t_like "$T_TMP/leader.err" "node 0 \(node0\): the leader's agent was silent for [0-9.]+ s \(node timeout 2.0 s\) \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, node2, in place of node 0\)" \
+    "... and restarts with the spare in node0's place"
+clean leader
+
+train nospare
+t_wait_file "$ck/latest" 120
+g=$(node 1)
+[ -n "$g" ] && kill -KILL -- "-$g"
+wait $run
+t_status $? 93 "no spare: node1 killed, no spare, no --min-nodes: exit 93" "$T_TMP/nospare.err"
+t_like "$T_TMP/nospare.err" "node 1 \(node1\): its agent closed its link \[node-lost\]; stopping the step \(exit status 93\)" \
+    "... saying the world cannot be formed again"
+clean nospare
+
+# --- 6. every worker killed during async checkpoints --------------------------------
+FARGS=--checkpoint-async
+train async --spares 1
+t_wait_file "$ck/latest" 120
+ps=""
+for q in $(pgrep -f "fmnist-train .*$ck"); do
+    case "$(cat /proc/"$q"/comm 2>/dev/null)" in fmnist-train | lt-fmnist-train) ps="$ps $q" ;; esac
+done
+# shellcheck disable=SC2086
+[ -n "$ps" ] && kill -KILL $ps
+wait $run
+t_status $? 0 "async: every worker killed with SIGKILL at once: the step finishes (exit 0)" "$T_TMP/async.err"
+t_like "$T_TMP/async.err" "restart 1 of 2: generation 1 resumes from the checkpoint of step [0-9]+" \
+    "... resuming from a committed checkpoint"
+t_is "$(crc async)" "$want" "... with the weights of the baseline"
+FARGS=""
+clean async
+
+# --- 7. budget, crash loop, interruption -----------------------------------------------
+cat >"$T_TMP/fail.sh" <<'EOF'
+sleep 0.3
+[ "$DDL_RANK" = 1 ] && exit 1
+sleep 20
+EOF
+t_run 60 "$DDLRUN" -n 4 --nodes 2 --emulate --restarts 2 sh "$T_TMP/fail.sh" "$T_TMP"
+t_status $? 90 "budget: a worker that exits 1 every time: exit 90 after 2 restarts" "$T_TMP/err"
+t_like "$T_TMP/err" "generation 2: rank 1 on node 0 \(node0\): worker [0-9]+ exited with status 1 \[worker-exit\]; stopping the step \(exit status 90\)" \
+    "... the last failure says the budget is spent"
+t_run 60 "$DDLRUN" -n 4 --nodes 2 --emulate --restarts 5 --crash-loop 1 --checkpoint-dir "$T_TMP/ck-loop" \
+    sh "$T_TMP/fail.sh" "$T_TMP"
+t_status $? 91 "crash loop: no checkpoint progress, --crash-loop 1: exit 91" "$T_TMP/err"
+t_like "$T_TMP/err" "a crash loop \(do not requeue\)" "... named a crash loop"
+echo "sleep 30" >"$T_TMP/sleep.sh"
+timeout -k 5 60 "$DDLRUN" -n 4 --nodes 2 --emulate --spares 1 sh "$T_TMP/sleep.sh" \
+    >"$T_TMP/int.out" 2>"$T_TMP/int.err" &
+run=$!
+i=0
+while [ $((i += 1)) -lt 100 ] && [ "$(pgrep -f "^sh $T_TMP/sleep.sh" | wc -l)" -lt 4 ]; do sleep 0.1; done
+kill -INT $run
+wait $run
+t_status $? 130 "SIGINT to ddlrun --emulate: exit 130" "$T_TMP/int.err"
+clean loop
+t_run 10 "$DDLRUN" -n 4 --nodes 2 --spares 1 true
+t_is $? 2 "--spares without --emulate is refused (exit 2)"
+t_like "$T_TMP/err" "--spares needs --emulate" "... saying what it needs"
+t_done
