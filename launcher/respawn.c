@@ -1,5 +1,6 @@
 /* respawn.c: record a running worker's start (from /proc) and start it
- * again (see respawn.h).  ddl-launch uses it for restarts under Slurm. */
+ * again (see respawn.h).  ddl-launch uses it for restarts under Slurm and
+ * under ddlrun --emulate. */
 #include "config.h"
 
 #include <errno.h>
