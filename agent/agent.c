@@ -67,6 +67,7 @@ typedef struct {
     uid_t uid;
     pid_t pid;
     int rank; /* rank whose supervisor this is, -1 otherwise */
+    int lib;  /* a worker's libddl (it asked for an exchange): told when its generation ends */
     int64_t opened_ms; /* CONN_TCP_NEW: must say hello within HELLO_TIMEOUT_MS */
     int64_t heard_ms;  /* CONN_PEER, CONN_LEADER: last message on the link */
     uint8_t *in;
@@ -454,6 +455,7 @@ static void handle_allgather(agent_t *a, conn_t *c, ddl_msg_t *m)
 {
     char why[160];
     typeof(m->u.allgather) *g = &m->u.allgather;
+    c->lib = 1;
     if (g->size != a->world) {
         snprintf(why, sizeof why, "world size %u does not match the step's %u", g->size,
                  a->world);
@@ -680,6 +682,16 @@ static void to_supervisors(agent_t *a, const ddl_msg_t *m)
             conn_queue(a->conns[i], m);
 }
 
+/* to_workers: the workers' libddl hear that their generation is over, so
+ * that the collectives they wait in abort at once (DDL_ERR_ABORTED) instead
+ * of waiting for a peer that failed. */
+static void to_workers(agent_t *a, const ddl_msg_t *m)
+{
+    for (size_t i = 0; i < a->nconns; i++)
+        if (a->conns[i]->kind == CONN_UNIX && a->conns[i]->lib)
+            conn_queue(a->conns[i], m);
+}
+
 static void to_peers(agent_t *a, const ddl_msg_t *m)
 {
     for (size_t i = 0; i < a->nconns; i++)
@@ -720,6 +732,8 @@ static void apply_generation(agent_t *a, const ddl_msg_t *m)
         a->final = 1;
         ag_fail(a, ECANCELED, "the step is stopping");
     }
+    if (g->action != DDL_GEN_FINISH)
+        to_workers(a, m);
     to_supervisors(a, m);
 }
 
@@ -820,7 +834,7 @@ static void decide(agent_t *a)
     g->gen = a->gen;
     g->action = DDL_GEN_STOP;
     const char *why = "";
-    char world[200] = "";
+    char world[200] = "", master[64] = "";
     uint32_t *map = NULL;
     if (f->cls == DDL_FAIL_NODE && a->node_rank && a->restarts_used < o->restarts &&
         (map = new_world(a, f->node, world, sizeof world))) {
@@ -829,6 +843,12 @@ static void decide(agent_t *a)
         g->gen = a->gen + 1;
         g->nnodes = o->nnodes;
         g->node_rank = map;
+        /* MASTER_ADDR: the node that now holds rank 0 (its agent's address) */
+        for (uint32_t n = 0; n < o->nnodes && a->roster; n++)
+            if (map[n] == 0)
+                snprintf(master, sizeof master, "%.*s", (int)strcspn(a->roster[n], ":"),
+                         a->roster[n]);
+        g->master = master;
         uint32_t shift = a->restarts_used - 1 < 4 ? a->restarts_used - 1 : 4;
         g->delay_ms = BACKOFF_MS << shift;
     } else if (f->cls == DDL_FAIL_NODE || f->cls == DDL_FAIL_SUPERVISOR) {

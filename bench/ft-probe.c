@@ -9,7 +9,13 @@
  * read off.  Generation 0 runs until it is failed from outside (the script
  * kills or stops a rank); later generations stop after ITERS steps
  * (default 50) and exit 0.
+ *
+ * With FT_PROBE_IGNORE_TERM=1 it ignores SIGTERM, like a program that
+ * saves its state on SIGTERM before it exits: then only a collective that
+ * returns (aborted by the agents' notice, DDL_ERR_ABORTED) ends it before
+ * its supervisor's SIGKILL.  A failed allreduce is reported with the time.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -29,6 +35,9 @@ int main(int argc, char **argv)
     long iters = argc > 1 ? strtol(argv[1], NULL, 10) : 50;
     const char *g = getenv("DDL_GENERATION");
     long gen = g ? strtol(g, NULL, 10) : 0;
+    const char *ign = getenv("FT_PROBE_IGNORE_TERM");
+    if (ign && *ign == '1')
+        signal(SIGTERM, SIG_IGN);
     ddl_status_t st = ddl_init();
     if (st != DDL_OK) {
         fprintf(stderr, "ft-probe: ddl_init: %s: %s\n", ddl_status_str(st), ddl_last_error());
@@ -38,8 +47,8 @@ int main(int argc, char **argv)
         double x = 1;
         st = ddl_allreduce(ddl_comm_world(), DDL_IN_PLACE, &x, 1, DDL_FLOAT64, DDL_SUM);
         if (st != DDL_OK) {
-            fprintf(stderr, "ft-probe: ddl_allreduce: %s: %s\n", ddl_status_str(st),
-                    ddl_last_error());
+            fprintf(stderr, "ft-probe: rank %d: ddl_allreduce at %lld: %s: %s\n", ddl_rank(),
+                    now_ns(), ddl_status_str(st), ddl_last_error());
             return 1;
         }
         if (i == 0 && ddl_rank() == 0) {

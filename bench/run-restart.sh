@@ -18,6 +18,9 @@
 #          its connections); n3, the spare, takes n2's place.  And n1, the
 #          leader's node, crashed silently: n2 takes over as the leader
 #          ("detected" is then the new leader's decision).
+#   ddlrun --emulate (-n 2 --nodes 2 --spares 1): node1's process group
+#          killed (its links close) or stopped (SIGSTOP: its links go
+#          silent), and node0's, the leader's, stopped.
 # Columns: detected = from the failure to the line naming it (ddlrun's, the
 # leader agent's; DDL_LOG_TIME stamps agents' lines); every survivor = to
 # the last agent's line saying it knows (DDL_LOG_LEVEL=info); first step =
@@ -97,6 +100,51 @@ echo "| failure | median ms | min ms | max ms | runs |"
 echo "| --- | ---: | ---: | ---: | ---: |"
 ddl_case "worker SIGKILL" KILL
 ddl_case "worker SIGSTOP, --hang-timeout 1" STOP --hang-timeout 1
+
+# agent_times WHO: from the agents' lines in $tmp/log (they carry their own
+# time, DDL_LOG_TIME: [seconds.ms]), the ms from $t0 to the leader's
+# decision naming WHO (a sed pattern), to the last agent's knowing it, and
+# (ft-probe's clock) to generation 1's first step, appended to $tmp/det,
+# $tmp/all and $tmp/first.
+agent_times() {
+    td=$(sed -n "s/^[0-9]* \\[\\([0-9]*\\)\\.\\([0-9]*\\)\\] ddl-agent: generation 0: .*$1.*/\\1\\2/p" "$tmp/log" | head -1)
+    ta=$(sed -n 's/^[0-9]* \[\([0-9]*\)\.\([0-9]*\)\] ddl-agent: node [0-9]*: generation 0: .*/\1\2/p' "$tmp/log" | sort -n | tail -1)
+    tf=$(awk '/first-step gen 1 at/ { print $NF; exit }' "$tmp/log")
+    [ -n "$td" ] && echo $((td - t0 / 1000000)) >>"$tmp/det"
+    [ -n "$ta" ] && [ -n "$td" ] && echo $((ta > td ? ta - t0 / 1000000 : td - t0 / 1000000)) >>"$tmp/all"
+    [ -n "$tf" ] && echo $(((tf - t0) / 1000000)) >>"$tmp/first"
+}
+
+# ddl_emu_case NAME ACTION: ddlrun --emulate, 2 nodes of 1 rank and a spare;
+# ACTION kill (SIGKILL to node1's process group: its links close), stop
+# (SIGSTOP to it: its links go silent) or stop-leader (the same to node0).
+ddl_emu_case() {
+    name=$1 action=$2
+    : >"$tmp/det"
+    : >"$tmp/all"
+    : >"$tmp/first"
+    i=0
+    while [ $i -lt "$runs" ]; do
+        { DDL_LOG_TIME=1 DDL_LOG_LEVEL=info UCX_TLS=tcp,self timeout 120 "$ddlrun" -n 2 --nodes 2 \
+            --emulate --spares 1 --restarts 1 "$probe" 50 2>&1 | stamp >"$tmp/log"; } &
+        job=$!
+        wait_gen0
+        k=$([ "$action" = stop-leader ] && echo 0 || echo 1)
+        g=$(pgrep -f "ddl-agent serve --socket .*-node$k.sock" | head -1)
+        [ -n "$g" ] || { echo "run-restart: no agent for node $k" >&2; exit 1; }
+        t0=$(now)
+        kill -s "$([ "$action" = kill ] && echo KILL || echo STOP)" -- "-$g"
+        wait $job || true
+        agent_times '\(node 1 (node1)\|node 0 (node0)\)'
+        i=$((i + 1))
+    done
+    row "ddlrun --emulate: $name, detected by the leader" "$tmp/det"
+    row "ddlrun --emulate: $name, known on every survivor" "$tmp/all"
+    row "ddlrun --emulate: $name, first step of generation 1" "$tmp/first"
+}
+ddl_emu_case "node1 killed (FIN), spare node2" kill
+ddl_emu_case "node1 stopped (silent), spare node2" stop
+ddl_emu_case "node0 (the leader) stopped (silent), spare node2" stop-leader
 
 if [ "$(id -u)" != 0 ] || ! command -v srun >/dev/null; then
     echo "# Slurm rows skipped: needs root and Slurm (tests/slurm/cluster.sh)"
@@ -194,13 +242,7 @@ ddl_slurm_case() {
             kill -s "$([ "$action" = hang ] && echo STOP || echo KILL)" "$p" ;;
         esac
         wait $job || true
-        # agents' lines carry their own time: [seconds.ms]
-        td=$(sed -n 's/^[0-9]* \[\([0-9]*\)\.\([0-9]*\)\] ddl-agent: generation 0: .*\(rank 1 on\|node 1 (n2)\|node 0 (n1)\).*/\1\2/p' "$tmp/log" | head -1)
-        ta=$(sed -n 's/^[0-9]* \[\([0-9]*\)\.\([0-9]*\)\] ddl-agent: node [0-9]*: generation 0: .*/\1\2/p' "$tmp/log" | sort -n | tail -1)
-        tf=$(awk '/first-step gen 1 at/ { print $NF; exit }' "$tmp/log")
-        [ -n "$td" ] && echo $((td - t0 / 1000000)) >>"$tmp/det"
-        [ -n "$ta" ] && [ -n "$td" ] && echo $((ta > td ? ta - t0 / 1000000 : td - t0 / 1000000)) >>"$tmp/all"
-        [ -n "$tf" ] && echo $(((tf - t0) / 1000000)) >>"$tmp/first"
+        agent_times '\(rank 1 on\|node 1 (n2)\|node 0 (n1)\)'
         scancel --user=root >/dev/null 2>&1 || true
         i=$((i + 1))
     done

@@ -18,7 +18,7 @@ struct ddl_comm {
     uint32_t seq;      /* collective sequence number, same on every rank */
     int *world_ranks;  /* comm rank -> world rank; NULL means identity */
     atomic_int aborted;      /* set by ddl_comm_abort(), from any thread */
-    char abort_reason[160];  /* written once, before aborted is set */
+    char abort_reason[512];  /* written once, before aborted is set */
     atomic_int pending;      /* queued or running requests on this comm */
 };
 
@@ -322,6 +322,15 @@ void ddl_mem_release_all(void);
  * last is BEAT_MIN_MS old (or `force`).  Thread-safe, never blocks. */
 void ddl_beat_init(void);
 void ddl_beat(int collective, int force);
+
+/* ddl_agent_notice (init.c): called while an operation waits for a peer;
+ * at most every 10 ms, reads what the node's agent sent since: when the
+ * agents end this generation (a DDL_MSG_GENERATION: restart or stop after a
+ * failure elsewhere) or the agent is gone, the world is aborted, so that
+ * every operation in flight returns DDL_ERR_ABORTED at once instead of
+ * waiting for a peer that failed.  Thread-safe (one reader at a time; the
+ * others return), never blocks for long. */
+void ddl_agent_notice(void);
 
 /* ---- CUDA device memory (gpu.c, only with HAVE_CUDA) ----
  * ddl_gpu_init (ddl_init) counts the devices; ddl_gpu_fini frees the

@@ -8,6 +8,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -141,6 +143,38 @@ static ddl_status_t bootstrap(const void *addr, size_t addr_len)
     res.u.allgather_result.data = NULL;
     ddl_msg_clear(&res);
     return st;
+}
+
+void ddl_agent_notice(void)
+{
+    static atomic_int busy;
+    static _Atomic int64_t last;
+    static atomic_int gone; /* the agent's link ended: nothing more to read */
+    int expected = 0;
+    int64_t now = ddl_now_ms();
+    if (ddl_ctx.agent_fd < 0 || atomic_load(&gone) || now - atomic_load(&last) < 10 ||
+        !atomic_compare_exchange_strong(&busy, &expected, 1))
+        return;
+    atomic_store(&last, now);
+    struct pollfd pf = {.fd = ddl_ctx.agent_fd, .events = POLLIN};
+    ddl_msg_t m;
+    ddl_error_t err;
+    char why[400];
+    if (poll(&pf, 1, 0) > 0) {
+        if (ddl_proto_recv(ddl_ctx.agent_fd, &m, 1000, &err) < 0) {
+            atomic_store(&gone, 1);
+            ddl_comm_abort(&ddl_ctx.world, "this rank lost its link to the node's ddl-agent");
+        } else {
+            if (m.type == DDL_MSG_GENERATION && m.u.generation.action != DDL_GEN_FINISH) {
+                snprintf(why, sizeof why, "the agents ended generation %u: %s", ddl_ctx.gen,
+                         m.u.generation.cause ? m.u.generation.cause : "a failure elsewhere");
+                ddl_debug("rank %d: %s", ddl_ctx.rank, why);
+                ddl_comm_abort(&ddl_ctx.world, why);
+            }
+            ddl_msg_clear(&m);
+        }
+    }
+    atomic_store(&busy, 0);
 }
 
 static void release(void)

@@ -269,6 +269,7 @@ ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n)
             idle = 0;
         else if (++idle > DDL_SPIN_BEFORE_YIELD) {
             ddl_beat(0, 0); /* waiting for a peer: alive, not hung */
+            ddl_agent_notice(); /* ... unless the agents say this generation is over */
             sched_yield();
         }
     }

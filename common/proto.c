@@ -171,6 +171,7 @@ void ddl_msg_clear(ddl_msg_t *msg)
     case DDL_MSG_GENERATION:
         free(msg->u.generation.cause);
         free(msg->u.generation.node_rank);
+        free(msg->u.generation.master);
         break;
     case DDL_MSG_NODE_GATHER:
         free(msg->u.node_gather.ranks);
@@ -396,6 +397,7 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
         w_u32(&w, u->generation.nnodes);
         for (uint32_t i = 0; i < u->generation.nnodes && u->generation.node_rank; i++)
             w_u32(&w, u->generation.node_rank[i]);
+        w_str(&w, u->generation.master); /* minor 4 */
         break;
     case DDL_MSG_NODE_GATHER: {
         const typeof(u->node_gather) *g = &u->node_gather;
@@ -807,6 +809,8 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
             for (uint32_t i = 0; i < u->generation.nnodes; i++)
                 u->generation.node_rank[i] = r_u32(&r, "node rank");
         }
+        if (!r.what && r.left) /* minor 4 */
+            u->generation.master = r_str(&r, "master address", &nomem);
         if (r.what)
             u->generation.nnodes = 0;
         break;

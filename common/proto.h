@@ -24,7 +24,7 @@
 
 #define DDL_PROTO_MAGIC 0x44444c77u /* "DDLw" */
 #define DDL_PROTO_MAJOR 1
-#define DDL_PROTO_MINOR 3
+#define DDL_PROTO_MINOR 4
 #define DDL_PROTO_HDR_LEN 12
 #define DDL_PROTO_MAX_BODY (64u << 20)
 #define DDL_PROTO_MAX_STR 4096u
@@ -266,6 +266,9 @@ typedef struct {
              * nnodes 0: the world is unchanged. */
             uint32_t nnodes;
             uint32_t *node_rank;
+            /* minor 4: RESTART with a new world: the IPv4 address of the node
+             * that now holds world rank 0 (MASTER_ADDR), NULL or "": unchanged */
+            char *master;
         } generation;
         struct {
             uint32_t gen, seq, size, count;

@@ -487,6 +487,7 @@ typedef struct {
     ddl_spawn_t spawn;   /* how the worker was started (captured while it runs) */
     int idle;            /* a spare's task: the worker waits for its environment */
     uint32_t *node_rank; /* the decision's new world (RESTART), NULL: unchanged */
+    char master[64];     /* its MASTER_ADDR (the node of rank 0), "": unchanged */
     int captured;        /* 1 captured, -1 cannot be */
     int capture_tries;
     char why[600];       /* why not */
@@ -565,6 +566,7 @@ static int agent_msg(sup_t *s, int grace_ms)
                 s->node_rank = g->node_rank; /* taken */
                 g->node_rank = NULL;
             }
+            snprintf(s->master, sizeof s->master, "%s", g->master ? g->master : "");
         }
         ddl_debug("rank %ld: the agent says %s (generation %u)", rank,
                   g->action == DDL_GEN_RESTART ? "restart" : g->action == DDL_GEN_STOP ? "stop"
@@ -584,9 +586,21 @@ static int agent_msg(sup_t *s, int grace_ms)
 }
 
 /* restart: the worker again, in generation s->next_gen. */
+/* new_master: a decision moved rank 0 to another node: MASTER_ADDR names
+ * it from now on (unless the user set MASTER_ADDR: theirs stays). */
+static void new_master(sup_t *s)
+{
+    if (s->master[0] && !getenv("MASTER_ADDR") &&
+        strcmp(s->master, world.b.master_addr) != 0) {
+        ddl_debug("task %ld: MASTER_ADDR is now %s (rank 0's node)", rank, s->master);
+        snprintf(world.b.master_addr, sizeof world.b.master_addr, "%s", s->master);
+    }
+    s->master[0] = '\0';
+}
+
 static int restart(sup_t *s, beats_t *b)
 {
-    char vars[WORLD_VARS][48], *set[WORLD_VARS + 2], fdtext[40];
+    char vars[WORLD_VARS][48], *set[WORLD_VARS + 3], fdtext[40], mtext[80];
     ddl_error_t err;
     int p[2] = {-1, -1};
     if (s->captured != 1) {
@@ -606,10 +620,16 @@ static int restart(sup_t *s, beats_t *b)
         ddl_warn("rank %ld: pipe for heartbeats: %m; hangs will not be detected", rank);
     if (s->node_rank)
         world_set(s->node_rank);
+    new_master(s);
     world_vars(vars, set, s->next_gen);
+    int k = WORLD_VARS;
     snprintf(fdtext, sizeof fdtext, "DDL_HEARTBEAT_FD=%d", p[1]);
-    set[WORLD_VARS] = p[1] >= 0 ? fdtext : NULL;
-    set[WORLD_VARS + 1] = NULL;
+    if (p[1] >= 0)
+        set[k++] = fdtext;
+    snprintf(mtext, sizeof mtext, "MASTER_ADDR=%s", world.b.master_addr);
+    if (!node_mode && !getenv("MASTER_ADDR") && world.b.master_addr[0])
+        set[k++] = mtext;
+    set[k] = NULL;
     const char *unset[] = {"DDL_HEARTBEAT_PATH", "DDL_HEARTBEAT_FD", NULL};
     pid_t pid = ddl_spawn_start(&s->spawn, set, unset, p[1], &err);
     if (p[1] >= 0)
@@ -645,6 +665,7 @@ static int activate(sup_t *s)
         world_set(s->node_rank);
     free(s->node_rank);
     s->node_rank = NULL;
+    new_master(s);
     if (world.rank < 0 || !node_mode) {
         cur_gen = s->next_gen;
         s->decided = 0;

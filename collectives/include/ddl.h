@@ -332,9 +332,12 @@ ddl_status_t ddl_mem_free(ddl_mem_t *mem);
  * fails with DDL_ERR_ABORTED at its next progress check (measured: a few
  * milliseconds; tested: under 1 s), queued ones at once, future ones when
  * posted.  Aborting the world aborts every communicator.  Other ranks are
- * not told: each rank must abort its own (ddl's fault-tolerance agent will
- * do this for every rank of a failed step; until then it is up to the
- * program).  reason (may be NULL) is copied into the error text.
+ * not told: each rank must abort its own.  Under a supervising agent
+ * (srun --ddl, ddlrun --emulate) libddl does it by itself: when the agents
+ * end the generation after a failure elsewhere, or this rank loses its
+ * node's agent, the world is aborted with the agents' reason while an
+ * operation waits for a peer.  reason (may be NULL) is copied into the
+ * error text.
  * Idempotent; callable from any thread, including while another thread
  * waits.  An aborted communicator stays aborted; after aborting the world
  * the process should call ddl_finalize() and exit or restart.  Returns

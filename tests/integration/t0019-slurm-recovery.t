@@ -206,11 +206,24 @@ cl_restart
 train leader --ddl-spares=1 --no-kill
 t_wait_file "$ck/latest" 120
 cl_crash n1 silent
+# while generation 1 runs: rank 0's new worker, on n3, has MASTER_ADDR naming n3
+i=0
+m=""
+while [ $((i += 1)) -lt 300 ] && [ -z "$m" ] && kill -0 $run 2>/dev/null; do
+    for p in $(pgrep -f "fmnist-train .*$ck"); do
+        case "$(cat /proc/"$p"/comm 2>/dev/null)" in fmnist-train | lt-fmnist-train) ;; *) continue ;; esac
+        tr '\0' '\n' <"/proc/$p/environ" >"$T_TMP/env" 2>/dev/null
+        grep -qx "DDL_RANK=0" "$T_TMP/env" && grep -qx "DDL_GENERATION=1" "$T_TMP/env" &&
+            m=$(sed -n 's/^MASTER_ADDR=//p' "$T_TMP/env")
+    done
+    sleep 0.1
+done
 wait_run
 t_status $? 0 "leader: n1 (the leader's node) crashed, link down first: the step finishes (exit 0)" "$T_TMP/leader.err"
 t_is "$(crc leader)" "$want" "... with the weights of the baseline"
 t_like "$T_TMP/leader.err" "node 1 \(n2\) takes over as the leader" "... n2, the lowest live node, leads"
 t_like "$T_TMP/leader.err" "node 2 follows node 1" "... n3 follows it"
+t_is "$m" "192.168.213.13" "... rank 0's worker in generation 1 (on n3) gets MASTER_ADDR=n3's address"
 t_like "$T_TMP/leader.err" "node 0 \(n1\): the leader's agent was silent for [0-9.]+ s \(node timeout 2.0 s\) \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, n3, in place of node 0\)" \
     "... and restarts with the spare in n1's place"
 summary leader >"$T_TMP/sum"

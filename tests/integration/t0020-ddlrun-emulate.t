@@ -25,6 +25,9 @@
 #     a committed checkpoint, same weights;
 #  7. a worker that exits 1 every time: exit 90 after the budget; with
 #     checkpoints and no progress, exit 91; SIGINT to ddlrun: exit 130;
+#  8. a worker killed while the others wait in allreduces and ignore
+#     SIGTERM: the agents' notice aborts their collectives (DDL_ERR_ABORTED),
+#     so the restart does not wait for the grace period;
 #
 # and after each, nothing of the step left running.  Timings are measured
 # by bench/run-restart.sh, not here.
@@ -232,6 +235,38 @@ kill -INT $run
 wait $run
 t_status $? 130 "SIGINT to ddlrun --emulate: exit 130" "$T_TMP/int.err"
 clean loop
+# --- 8. the agents abort the collectives in flight ------------------------------------
+# ft-probe (8-byte allreduces every 10 ms) ignores SIGTERM here, like a
+# program that saves its state on SIGTERM: the ranks waiting for the killed
+# one leave their allreduce with DDL_ERR_ABORTED as soon as the agents
+# decide, and exit, so the restart does not wait for the SIGKILL at the end
+# of the 30 s grace period.
+PROBE="$top_builddir/bench/ft-probe"
+FT_PROBE_IGNORE_TERM=1 timeout -k 5 90 "$DDLRUN" -n 4 --nodes 2 --emulate --restarts 1 --grace 30 \
+    "$PROBE" 20 "$T_TMP" >"$T_TMP/abort.out" 2>"$T_TMP/abort.err" &
+run=$!
+t0=$(date +%s)
+i=0
+while [ $((i += 1)) -lt 300 ] && ! grep -q "first-step gen 0" "$T_TMP/abort.out"; do sleep 0.1; done
+p=""
+for q in $(pgrep -f "ft-probe 20 $T_TMP"); do
+    case "$(cat /proc/"$q"/comm 2>/dev/null)" in ft-probe | lt-ft-probe) ;; *) continue ;; esac
+    tr '\0' '\n' <"/proc/$q/environ" 2>/dev/null | grep -qx "DDL_RANK=1" && p=$q
+done
+t_ok $([ -n "$p" ]; echo $?) "abort: rank 1's worker (pid ${p:-?}) killed while the others run allreduces"
+t1=$(date +%s)
+[ -n "$p" ] && kill -KILL "$p"
+wait $run
+rc=$?
+t2=$(date +%s)
+t_status $rc 0 "... the step restarts and finishes (exit 0)" "$T_TMP/abort.err"
+t_ok $([ $((t2 - t1)) -lt 15 ]; echo $?) \
+    "... $((t2 - t1)) s after the kill, well within the 30 s grace period (it took $((t2 - t0)) s in all)"
+t_like "$T_TMP/abort.err" "ft-probe: rank [0-3]: ddl_allreduce at [0-9]+: DDL_ERR_ABORTED.*: communicator aborted: the agents ended generation 0: generation 0: rank 1 on node 0 \(node0\): worker [0-9]+ was killed by signal 9" \
+    "... a waiting rank's allreduce returned DDL_ERR_ABORTED with the agents' reason"
+t_like "$T_TMP/abort.out" "first-step gen 1" "... and generation 1 ran"
+clean abort
+
 t_run 10 "$DDLRUN" -n 4 --nodes 2 --spares 1 true
 t_is $? 2 "--spares without --emulate is refused (exit 2)"
 t_like "$T_TMP/err" "--spares needs --emulate" "... saying what it needs"

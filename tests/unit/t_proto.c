@@ -174,13 +174,28 @@ static void test_round_trips(void)
     in.u.generation.node_rank = map;
     round_trip(&in, &out);
     ok(out.u.generation.nnodes == 4 && out.u.generation.node_rank &&
-           memcmp(out.u.generation.node_rank, map, sizeof map) == 0,
+           memcmp(out.u.generation.node_rank, map, sizeof map) == 0 &&
+           out.u.generation.master && out.u.generation.master[0] == '\0',
        "GENERATION restart with a new world (a spare in a lost node's place) survives");
     ddl_msg_clear(&out);
+    in.u.generation.master = "192.168.213.13";
+    round_trip(&in, &out);
+    ok(out.u.generation.master && strcmp(out.u.generation.master, "192.168.213.13") == 0,
+       "GENERATION's MASTER_ADDR (minor 4) survives");
+    ddl_msg_clear(&out);
+    in.u.generation.master = NULL;
     {
         size_t len;
         uint8_t *f = encode(&in, &len);
-        set_u32(f + len - 20, 1000000); /* more nodes than the body holds */
+        ddl_error_t err;
+        /* minor 3: no master address after the world */
+        set_u32(f + 8, (uint32_t)(len - DDL_PROTO_HDR_LEN - 4));
+        ok(ddl_proto_decode(f, len - 4, &out, &err) == (ssize_t)(len - 4) &&
+               out.u.generation.nnodes == 4 && out.u.generation.master == NULL,
+           "GENERATION of minor version 3: the world, no master address");
+        ddl_msg_clear(&out);
+        set_u32(f + 8, (uint32_t)(len - DDL_PROTO_HDR_LEN));
+        set_u32(f + len - 24, 1000000); /* more nodes than the body holds */
         expect_malformed(f, len, "node count beyond the body", "node count");
         free(f);
     }
