@@ -20,7 +20,8 @@
 #     ranks, the run completes with a sane accuracy;
 #  5. node0, the leader's node, frozen with --spares 1: node1 takes over as
 #     the leader, node2 replaces node0, same weights; node1 killed without
-#     a spare or --min-nodes: exit 93;
+#     a spare or --min-nodes: exit 93; a rank's ddl-launch killed: the
+#     step stops (its status, 137, is the highest), class supervisor-lost;
 #  6. every worker killed during async checkpoints: the restart resumes from
 #     a committed checkpoint, same weights;
 #  7. a worker that exits 1 every time: exit 90 after the budget; with
@@ -192,6 +193,24 @@ t_status $? 93 "no spare: node1 killed, no spare, no --min-nodes: exit 93" "$T_T
 t_like "$T_TMP/nospare.err" "node 1 \(node1\): its agent closed its link \[node-lost\]; stopping the step \(exit status 93\)" \
     "... saying the world cannot be formed again"
 clean nospare
+
+train super
+t_wait_file "$ck/latest" 120
+p=""
+for q in $(pgrep -f "ddl-launch --node -- .*$ck"); do
+    tr '\0' '\n' <"/proc/$q/environ" 2>/dev/null | grep -qx "DDL_RANK=2" && p=$q
+done
+t_ok $([ -n "$p" ]; echo $?) "supervisor: rank 2's ddl-launch (pid ${p:-?}) killed with SIGKILL"
+[ -n "$p" ] && kill -KILL "$p"
+wait $run
+t_status $? 137 "... the agents stop the step; ddlrun exits 137, the killed task's status (the others' is 93), as srun would" \
+    "$T_TMP/super.err"
+t_like "$T_TMP/super.err" "rank 2 on node 1 \(node1\): its supervisor ddl-launch \(pid $p\) is gone \[supervisor-lost\]; stopping the step \(exit status 93\)" \
+    "... named as a lost supervisor"
+summary super >"$T_TMP/sum"
+t_like "$T_TMP/sum" '"rank": 2, "node": 1, "host": "node1", "class": "supervisor-lost", .*"decision": "stop"' \
+    "... failure-gen0.json: supervisor-lost"
+clean super
 
 # --- 6. every worker killed during async checkpoints --------------------------------
 FARGS=--checkpoint-async
