@@ -149,10 +149,9 @@ void ddl_agent_notice(void)
 {
     static atomic_int busy;
     static _Atomic int64_t last;
-    static atomic_int gone; /* the agent's link ended: nothing more to read */
     int expected = 0;
     int64_t now = ddl_now_ms();
-    if (ddl_ctx.agent_fd < 0 || atomic_load(&gone) || now - atomic_load(&last) < 10 ||
+    if (ddl_ctx.agent_fd < 0 || now - atomic_load(&last) < 10 ||
         !atomic_compare_exchange_strong(&busy, &expected, 1))
         return;
     atomic_store(&last, now);
@@ -162,7 +161,7 @@ void ddl_agent_notice(void)
     char why[400];
     if (poll(&pf, 1, 0) > 0) {
         if (ddl_proto_recv(ddl_ctx.agent_fd, &m, 1000, &err) < 0) {
-            atomic_store(&gone, 1);
+            /* the world is aborted: no operation waits here again */
             ddl_comm_abort(&ddl_ctx.world, "this rank lost its link to the node's ddl-agent");
         } else {
             if (m.type == DDL_MSG_GENERATION && m.u.generation.action != DDL_GEN_FINISH) {

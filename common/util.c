@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -317,6 +318,17 @@ int ddl_bind_check(const char *text, ddl_error_t *err)
             return 0;
         p = c + 1;
     }
+}
+
+int ddl_secret_hex(char *out, ddl_error_t *err)
+{
+    uint8_t raw[DDL_SECRET_BYTES];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+        return ddl_errprintf(err, "getrandom: %s", strerror(errno));
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    memset(raw, 0, sizeof raw);
+    return 0;
 }
 
 pid_t ddl_spawn_ready(const char *path, char *const argv[], const int *keep, int nkeep,

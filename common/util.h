@@ -102,6 +102,12 @@ int ddl_find_helper(const char *name, const char *subdir, const char *installed_
  * processes should all be gone.  Not thread-safe (it reaps any child). */
 void ddl_kill_adopted(pid_t keep);
 
+/* ddl_secret_hex: a fresh step secret, DDL_SECRET_BYTES random bytes
+ * (getrandom) as lower-case hex in out (2 * DDL_SECRET_BYTES + 1 bytes).
+ * 0, or -1 with errno and err. */
+#define DDL_SECRET_BYTES 32
+int ddl_secret_hex(char *out, ddl_error_t *err);
+
 /* ddl_spawn_ready: start the daemon path with argv (NULL-terminated; argv[0]
  * is its name) plus "--ready-fd N", keeping the descriptors keep[0..nkeep)
  * open across exec, stdin on /dev/null and every signal at its default (with

@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -51,7 +50,6 @@ typedef struct {
 
 typedef struct {
     pid_t pid; /* ddl-launch (also the process group id but with --emulate); 0 once reaped */
-    pid_t group; /* its process group: its own, or (--emulate) its node's */
     int status;
     outpipe_t out[2]; /* with --label: stdout, stderr */
 } rank_t;
@@ -87,6 +85,13 @@ typedef struct {
     ddl_topo_env_t *bind; /* per rank: CPU mask and variables; NULL: leave them alone */
 } run_t;
 
+/* group_of: the process group of a live rank's ddl-launch: its own, or with
+ * --emulate its node's (led by the node's agent). */
+static pid_t group_of(const run_t *r, int i)
+{
+    return r->o.emulate ? r->nodes[i / r->tpn].group : r->ranks[i].pid;
+}
+
 /* stop_ranks: a catchable signal goes to each rank's ddl-launch only, which
  * forwards it to its worker (the worker sees it once); SIGKILL goes to the
  * whole process group. */
@@ -94,7 +99,7 @@ static void stop_ranks(run_t *r, int sig)
 {
     for (int i = 0; i < r->ntasks; i++)
         if (r->ranks[i].pid > 0)
-            kill(sig == SIGKILL ? -r->ranks[i].group : r->ranks[i].pid, sig);
+            kill(sig == SIGKILL ? -group_of(r, i) : r->ranks[i].pid, sig);
     if (!r->stopping && sig != SIGKILL)
         r->kill_at = ddl_now_ms() + r->o.grace_ms;
     r->stopping = 1;
@@ -287,7 +292,6 @@ static int start_rank(run_t *r, int rank, int master_port)
     }
     setpgid(pid, group ? group : pid); /* also here: no race with an early kill(-pid) */
     rk->pid = pid;
-    rk->group = group ? group : pid;
     r->alive++;
     for (int s = 0; s < 2; s++) {
         rk->out[s].fd = pipes[s][0];
@@ -594,8 +598,7 @@ static void shutdown_agent(run_t *r)
 static int start_nodes(run_t *r, const char *dir)
 {
     ddl_error_t err;
-    uint8_t raw[32];
-    char secret[72], leader[64], size[16], nn[16], parent[16], restarts[16], loop[16],
+    char secret[2 * DDL_SECRET_BYTES + 1], leader[64], size[16], nn[16], parent[16], restarts[16], loop[16],
         timeout[24], beat[24], spares[16], min_nodes[16];
     uint16_t port;
     int lfd = ddl_tcp_listen("127.0.0.1", &port, &err), rc = -1;
@@ -603,13 +606,11 @@ static int start_nodes(run_t *r, const char *dir)
         ddl_error("the leader agent's socket: %s", err.text);
         return -1;
     }
-    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
-        ddl_error("getrandom: %m");
+    if (ddl_secret_hex(secret, &err) < 0) {
+        ddl_error("%s", err.text);
         close(lfd);
         return -1;
     }
-    for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(secret + 2 * i, 3, "%02x", raw[i]);
     long to = r->o.node_timeout_ms ? r->o.node_timeout_ms : 2000;
     snprintf(leader, sizeof leader, "127.0.0.1:%u", port);
     snprintf(size, sizeof size, "%d", r->ntasks);

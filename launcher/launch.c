@@ -11,14 +11,14 @@
  * as below.  The node's first task also waits, after its own worker, for
  * the node's agent to finish serving the other local ranks.
  *
- * It registers its rank with the node's ddl-agent (DDL_AGENT_SOCK,
- * DDL_RANK), starts PROG as its worker child, forwards signals to it, tells
  * With --node (a task of an emulated node of `ddlrun --emulate`) it does
  * the same as under Slurm, but its identity comes from ddlrun's variables
  * (ddl_node_boot), the node's agent is ddlrun's, and it starts the worker
  * itself (a spare's only when its node is given ranks).
  *
- * It tells the agent when the worker runs and how it ended, and finally ends the same
+ * It registers its rank with the node's ddl-agent (DDL_AGENT_SOCK,
+ * DDL_RANK), starts PROG as its worker child, forwards signals to it, tells
+ * the agent when the worker runs and how it ended, and finally ends the same
  * way as the worker: the same exit status, or killed by the same signal, so
  * that ddlrun (and later slurmstepd) sees the worker's fate.  On SIGTERM,
  * SIGINT or SIGHUP the worker gets the signal and DDL_GRACE_MS (default
@@ -585,7 +585,6 @@ static int agent_msg(sup_t *s, int grace_ms)
     return 0;
 }
 
-/* restart: the worker again, in generation s->next_gen. */
 /* new_master: a decision moved rank 0 to another node: MASTER_ADDR names
  * it from now on (unless the user set MASTER_ADDR: theirs stays). */
 static void new_master(sup_t *s)
@@ -598,6 +597,8 @@ static void new_master(sup_t *s)
     s->master[0] = '\0';
 }
 
+/* restart: the worker again, in generation s->next_gen (--node: also its
+ * first start, generation 0). */
 static int restart(sup_t *s, beats_t *b)
 {
     char vars[WORLD_VARS][48], *set[WORLD_VARS + 3], fdtext[40], mtext[80];

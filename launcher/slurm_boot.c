@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #ifdef HAVE_PMIX
@@ -188,7 +187,6 @@ static int get_str(const pmix_proc_t *who, const char *key, char *buf, size_t le
 static int publish(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
 {
     char ip[64];
-    uint8_t raw[32];
     uint16_t port, mport;
     if (ddl_local_ipv4(getenv("SLURM_LAUNCH_NODE_IPADDR"), ip, sizeof ip, err) < 0)
         return -1;
@@ -199,10 +197,8 @@ static int publish(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
     if (mfd < 0)
         return -1;
     close(mfd);
-    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
-        return ddl_errprintf(err, "getrandom: %s", strerror(errno));
-    for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(p->secret + 2 * i, 3, "%02x", raw[i]);
+    if (ddl_secret_hex(p->secret, err) < 0)
+        return -1;
     snprintf(p->leader, sizeof p->leader, "%s:%u", ip, port);
     snprintf(b->master_port, sizeof b->master_port, "%u", mport);
     return put_str(KEY_LEADER, p->leader, err) < 0 || put_str(KEY_MASTER, ip, err) < 0 ||

@@ -94,6 +94,25 @@ t_wait_procs() {
     [ "$(t_procs)" -le "$1" ]
 }
 
+# t_procs_of PROG PATTERN [NAME=VALUE...]: the pids of the processes that
+# run PROG (or libtool's lt-PROG), whose command line matches PATTERN and
+# whose environment holds every NAME=VALUE given (DDL_RANK=2, say).
+t_procs_of() {
+    _tp_prog=$1 _tp_pat=$2
+    shift 2
+    for _tp in $(pgrep -f "$_tp_pat"); do
+        case "$(cat /proc/"$_tp"/comm 2>/dev/null)" in "$_tp_prog" | "lt-$_tp_prog") ;; *) continue ;; esac
+        tr '\0' '\n' <"/proc/$_tp/environ" >"$T_TMP/.environ" 2>/dev/null || continue
+        _tp_ok=1
+        for _tp_kv in "$@"; do grep -qx "$_tp_kv" "$T_TMP/.environ" || _tp_ok=0; done
+        [ $_tp_ok = 1 ] && echo "$_tp"
+    done
+}
+
+# t_checksums FILE: "N 0xCRC" from fmnist-train's "checksums: all N ranks
+# agree (0xCRC)" line in FILE, or nothing.
+t_checksums() { sed -n 's/^checksums: all \([0-9]*\) ranks agree (\(0x[0-9a-f]*\))$/\1 \2/p' "$1"; }
+
 # t_wait_file PATH SECONDS: wait for a file to appear.
 t_wait_file() {
     local i=0 limit=$(($2 * 10))

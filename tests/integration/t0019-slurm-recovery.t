@@ -73,13 +73,12 @@ wait_run() {
     t_diag "$name: srun exited $rc after $(($(date +%s) - t_begin)) s"
     return $rc
 }
-crc() { sed -n 's/^checksums: all \([0-9]*\) ranks agree (\(0x[0-9a-f]*\))$/\1 \2/p' "$T_TMP/$1.out"; }
-# victim RANK: the pid of world rank RANK's worker (the program itself)
+crc() { t_checksums "$T_TMP/$1.out"; }
+# victim RANK [NAME=VALUE...]: the pid of world rank RANK's worker (the program itself)
 victim() {
-    for p in $(pgrep -f "fmnist-train .*$ck"); do
-        case "$(cat /proc/"$p"/comm 2>/dev/null)" in fmnist-train | lt-fmnist-train) ;; *) continue ;; esac
-        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "DDL_RANK=$1" && { echo "$p"; return; }
-    done
+    r=$1
+    shift
+    t_procs_of fmnist-train "fmnist-train .*$ck" "DDL_RANK=$r" "$@" | head -1
 }
 clean() { # clean WHAT: nothing of the step left on the nodes that are up
     i=0
@@ -144,10 +143,7 @@ clean hang
 FARGS=--checkpoint-async
 train async --ddl-spares=1 --no-kill
 t_wait_file "$ck/latest" 120
-ps=""
-for q in $(pgrep -f "fmnist-train .*$ck"); do
-    case "$(cat /proc/"$q"/comm 2>/dev/null)" in fmnist-train | lt-fmnist-train) ps="$ps $q" ;; esac
-done
+ps=$(t_procs_of fmnist-train "fmnist-train .*$ck")
 t_is "$(echo $ps | wc -w)" 4 "async: the 4 workers, after the first committed checkpoint"
 # shellcheck disable=SC2086 # several pids
 kill -KILL $ps
@@ -210,12 +206,8 @@ cl_crash n1 silent
 i=0
 m=""
 while [ $((i += 1)) -lt 300 ] && [ -z "$m" ] && kill -0 $run 2>/dev/null; do
-    for p in $(pgrep -f "fmnist-train .*$ck"); do
-        case "$(cat /proc/"$p"/comm 2>/dev/null)" in fmnist-train | lt-fmnist-train) ;; *) continue ;; esac
-        tr '\0' '\n' <"/proc/$p/environ" >"$T_TMP/env" 2>/dev/null
-        grep -qx "DDL_RANK=0" "$T_TMP/env" && grep -qx "DDL_GENERATION=1" "$T_TMP/env" &&
-            m=$(sed -n 's/^MASTER_ADDR=//p' "$T_TMP/env")
-    done
+    p=$(victim 0 DDL_GENERATION=1)
+    [ -n "$p" ] && m=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^MASTER_ADDR=//p')
     sleep 0.1
 done
 wait_run

@@ -53,16 +53,22 @@ train() {
         "$@" "$FMNIST" $ARGS $FARGS --checkpoint-dir "$ck" >"$T_TMP/$name.out" 2>"$T_TMP/$name.err" &
     run=$!
 }
-crc() { sed -n 's/^checksums: all \([0-9]*\) ranks agree (\(0x[0-9a-f]*\))$/\1 \2/p' "$T_TMP/$1.out"; }
+crc() { t_checksums "$T_TMP/$1.out"; }
 # victim RANK: the pid of world rank RANK's worker (the program itself)
-victim() {
-    for p in $(pgrep -f "fmnist-train .*$ck"); do
-        case "$(cat /proc/"$p"/comm 2>/dev/null)" in fmnist-train | lt-fmnist-train) ;; *) continue ;; esac
-        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "DDL_RANK=$1" && { echo "$p"; return; }
-    done
-}
+victim() { t_procs_of fmnist-train "fmnist-train .*$ck" "DDL_RANK=$1" | head -1; }
 # node K: the process group of emulated node K (its agent's pid)
 node() { pgrep -f "ddl-agent serve --socket $DDL_RUNTIME_DIR/.*-node$1.sock"; }
+# crash NAME SIGNAL K [DDLRUN-OPTIONS]: train NAME; after the first
+# checkpoint, SIGNAL to emulated node K's process group; the run's status.
+crash() {
+    cname=$1 sig=$2 k=$3
+    shift 3
+    train "$cname" "$@"
+    t_wait_file "$ck/latest" 120
+    g=$(node "$k")
+    [ -n "$g" ] && kill -s "$sig" -- "-$g"
+    wait $run
+}
 clean() { # clean WHAT: nothing of the step left (agents' sockets and checkpoints are in $T_TMP)
     i=0
     while [ $((i += 1)) -lt 50 ] && pgrep -f "$T_TMP" >/dev/null; do sleep 0.1; done
@@ -74,7 +80,7 @@ summary() { cat "$T_TMP/ck-$1/failure-gen0.json" 2>/dev/null; }
 # shellcheck disable=SC2086
 t_run 200 "$DDLRUN" -n 4 --nodes 2 "$FMNIST" $ARGS --checkpoint-dir "$T_TMP/ck-plain"
 t_is $? 0 "plain ddlrun -n 4 --nodes 2 (one agent): exits 0"
-plain=$(sed -n 's/^checksums: all 4 ranks agree (\(0x[0-9a-f]*\))$/\1/p' "$T_TMP/out")
+plain=$(t_checksums "$T_TMP/out" | sed -n 's/^4 //p')
 train base --spares 1
 i=0
 while [ $((i += 1)) -lt 100 ] && [ "$("$DDL_AGENT" status 2>/dev/null | grep -c "spare")" -lt 2 ]; do
@@ -143,11 +149,7 @@ t_like "$T_TMP/sum" '"rank": -1, "node": 1, "host": "node1", "class": "node-lost
     "... failure-gen0.json: node-lost"
 clean spare
 
-train frozen --spares 1
-t_wait_file "$ck/latest" 120
-g=$(node 1)
-[ -n "$g" ] && kill -STOP -- "-$g"
-wait $run
+crash frozen STOP 1 --spares 1
 t_status $? 0 "frozen: node1 stopped (SIGSTOP to its process group): the step finishes (exit 0)" "$T_TMP/frozen.err"
 t_is "$(crc frozen)" "$want" "... with the weights of the baseline"
 t_like "$T_TMP/frozen.err" "node 1 \(node1\): its agent was silent for [0-9.]+ s \(node timeout 2.0 s\) \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, node2, in place of node 1\)" \
@@ -157,11 +159,7 @@ t_like "$T_TMP/frozen.err" "node 1 \(node1\) is stopped and every other task has
 clean frozen
 
 # --- 4. shrink ---------------------------------------------------------------------
-train shrink --min-nodes 1
-t_wait_file "$ck/latest" 120
-g=$(node 1)
-[ -n "$g" ] && kill -KILL -- "-$g"
-wait $run
+crash shrink KILL 1 --min-nodes 1
 t_status $? 0 "shrink: node1 killed, no spare, --min-nodes 1: the step finishes (exit 0)" "$T_TMP/shrink.err"
 t_is "$(crc shrink | cut -d' ' -f1)" 2 "... on 2 ranks, which agree"
 acc=$(sed -n 's/^final test accuracy: \([0-9]*\)\..*/\1/p' "$T_TMP/shrink.out")
@@ -171,11 +169,7 @@ t_like "$T_TMP/shrink.err" "generation 1 \(shrunk to 1 node, 2 ranks: no spare n
 clean shrink
 
 # --- 5. the leader's node lost -------------------------------------------------------
-train leader --spares 1
-t_wait_file "$ck/latest" 120
-g=$(node 0)
-[ -n "$g" ] && kill -STOP -- "-$g"
-wait $run
+crash leader STOP 0 --spares 1
 t_status $? 0 "leader: node0 (the leader's node) frozen: the step finishes (exit 0)" "$T_TMP/leader.err"
 t_is "$(crc leader)" "$want" "... with the weights of the baseline"
 t_like "$T_TMP/leader.err" "node 1 \(node1\) takes over as the leader" "... node1, the lowest live node, leads"
@@ -184,11 +178,7 @@ t_like "$T_TMP/leader.err" "node 0 \(node0\): the leader's agent was silent for 
     "... and restarts with the spare in node0's place"
 clean leader
 
-train nospare
-t_wait_file "$ck/latest" 120
-g=$(node 1)
-[ -n "$g" ] && kill -KILL -- "-$g"
-wait $run
+crash nospare KILL 1
 t_status $? 93 "no spare: node1 killed, no spare, no --min-nodes: exit 93" "$T_TMP/nospare.err"
 t_like "$T_TMP/nospare.err" "node 1 \(node1\): its agent closed its link \[node-lost\]; stopping the step \(exit status 93\)" \
     "... saying the world cannot be formed again"
@@ -196,10 +186,7 @@ clean nospare
 
 train super
 t_wait_file "$ck/latest" 120
-p=""
-for q in $(pgrep -f "ddl-launch --node -- .*$ck"); do
-    tr '\0' '\n' <"/proc/$q/environ" 2>/dev/null | grep -qx "DDL_RANK=2" && p=$q
-done
+p=$(t_procs_of ddl-launch "ddl-launch --node -- .*$ck" DDL_RANK=2 | head -1)
 t_ok $([ -n "$p" ]; echo $?) "supervisor: rank 2's ddl-launch (pid ${p:-?}) killed with SIGKILL"
 [ -n "$p" ] && kill -KILL "$p"
 wait $run
@@ -216,10 +203,7 @@ clean super
 FARGS=--checkpoint-async
 train async --spares 1
 t_wait_file "$ck/latest" 120
-ps=""
-for q in $(pgrep -f "fmnist-train .*$ck"); do
-    case "$(cat /proc/"$q"/comm 2>/dev/null)" in fmnist-train | lt-fmnist-train) ps="$ps $q" ;; esac
-done
+ps=$(t_procs_of fmnist-train "fmnist-train .*$ck")
 # shellcheck disable=SC2086
 [ -n "$ps" ] && kill -KILL $ps
 wait $run
@@ -267,11 +251,7 @@ run=$!
 t0=$(date +%s)
 i=0
 while [ $((i += 1)) -lt 300 ] && ! grep -q "first-step gen 0" "$T_TMP/abort.out"; do sleep 0.1; done
-p=""
-for q in $(pgrep -f "ft-probe 20 $T_TMP"); do
-    case "$(cat /proc/"$q"/comm 2>/dev/null)" in ft-probe | lt-ft-probe) ;; *) continue ;; esac
-    tr '\0' '\n' <"/proc/$q/environ" 2>/dev/null | grep -qx "DDL_RANK=1" && p=$q
-done
+p=$(t_procs_of ft-probe "ft-probe 20 $T_TMP" DDL_RANK=1 | head -1)
 t_ok $([ -n "$p" ]; echo $?) "abort: rank 1's worker (pid ${p:-?}) killed while the others run allreduces"
 t1=$(date +%s)
 [ -n "$p" ] && kill -KILL "$p"
@@ -286,6 +266,15 @@ t_like "$T_TMP/abort.err" "ft-probe: rank [0-3]: ddl_allreduce at [0-9]+: DDL_ER
 t_like "$T_TMP/abort.out" "first-step gen 1" "... and generation 1 ran"
 clean abort
 
+# bad input to the pieces ddlrun --emulate starts
+t_run 10 env -u DDL_SIZE "$DDL_LAUNCH" --node true
+t_is $? 1 "ddl-launch --node outside ddlrun --emulate (no DDL_SIZE): exit 1"
+t_like "$T_TMP/err" "DDL_SIZE='' is not a number in 1-1048576: ddl-launch --node runs only as a task of ddlrun --emulate" \
+    "... saying where it runs"
+t_run 10 "$DDL_AGENT" serve --socket "$T_TMP/x.sock" --step s --size 1 --host 'node 1'
+t_is $? 2 "ddl-agent serve --host 'node 1': exit 2"
+t_like "$T_TMP/err" "--host: 'node 1' is not a node name \(1-63 characters, no blanks or quotes\)" \
+    "... naming the rule"
 t_run 10 "$DDLRUN" -n 4 --nodes 2 --spares 1 true
 t_is $? 2 "--spares without --emulate is refused (exit 2)"
 t_like "$T_TMP/err" "--spares needs --emulate" "... saying what it needs"
