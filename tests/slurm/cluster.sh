@@ -197,6 +197,17 @@ do_crash() {
     [ "$HOW" = silent ] && ip -n "$ns" link set eth0 down
     pids=$(ip netns pids "$ns" 2>/dev/null || true)
     [ -n "$pids" ] && kill -KILL $pids 2>/dev/null || true
+    if [ "$HOW" != silent ]; then
+        # a crash whose link closes: let the dying processes close their
+        # sockets (FIN/RST) before the link goes down, or under load the
+        # packets are dropped and the crash looks silent (at most 5 s)
+        i=0
+        while [ $i -lt 50 ] && [ -n "$(ip netns pids "$ns" 2>/dev/null)" ]; do
+            sleep 0.1
+            i=$((i + 1))
+        done
+        sleep 0.2
+    fi
     ip link set "vddl${NODE#n}" down
 }
 
