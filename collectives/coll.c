@@ -99,8 +99,8 @@ ddl_status_t ddl_execute(const ddl_opdesc_t *d)
     if (st != DDL_OK)
         return st;
     ddl_beat(1, 0);
-    if (ddl_gpu_staged(d, &st))
-        return st; /* a device buffer: run on host copies (ddl_execute_host) */
+    if (ddl_gpu_execute(d, &st))
+        return st; /* device buffers or a CUDA stream: NCCL, hierarchical or staged */
     return ddl_execute_host(d);
 }
 
@@ -189,6 +189,31 @@ static ddl_status_t run_nonblocking(const ddl_opdesc_t *d, ddl_request_t **req)
     return ddl_engine_post(d, req);
 }
 
+/* run_stream: a non-blocking call ordered on a CUDA stream (NULL: none). */
+static ddl_status_t run_stream(ddl_opdesc_t *d, void *stream, ddl_request_t **req)
+{
+    ddl_status_t st;
+    if (!stream)
+        return run_nonblocking(d, req);
+    ddl_clear_error();
+    if (!req)
+        return ddl_fail(DDL_ERR_INVALID, "request pointer is NULL");
+    *req = NULL;
+    if ((st = ddl_validate(d)) != DDL_OK)
+        return st;
+#ifdef HAVE_CUDA
+    d->stream = stream;
+    if ((st = ddl_gpu_stream_prepare(d)) != DDL_OK)
+        return st;
+    if ((st = ddl_engine_post(d, req)) != DDL_OK)
+        ddl_gpu_stream_done(d); /* release the stream */
+    return st;
+#else
+    return ddl_fail(DDL_ERR_CUDA, "a CUDA stream was given, but this libddl was built "
+                    "without CUDA (configure --with-cuda)");
+#endif
+}
+
 #define ALLREDUCE_DESC                                                       \
     {.kind = DDL_OPK_ALLREDUCE, .comm = comm, .sendbuf = sendbuf, .recvbuf = recvbuf,          \
      .count = count, .dtype = dtype, .op = op}
@@ -208,6 +233,13 @@ ddl_status_t ddl_iallreduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf
     return run_nonblocking(&(ddl_opdesc_t)ALLREDUCE_DESC, req);
 }
 
+ddl_status_t ddl_iallreduce_stream(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                   size_t count, ddl_dtype_t dtype, ddl_op_t op, void *stream,
+                                   ddl_request_t **req)
+{
+    return run_stream(&(ddl_opdesc_t)ALLREDUCE_DESC, stream, req);
+}
+
 ddl_status_t ddl_bcast(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype, int root)
 {
     return run_blocking(&(ddl_opdesc_t)BCAST_DESC);
@@ -217,6 +249,12 @@ ddl_status_t ddl_ibcast(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t d
                         ddl_request_t **req)
 {
     return run_nonblocking(&(ddl_opdesc_t)BCAST_DESC, req);
+}
+
+ddl_status_t ddl_ibcast_stream(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype,
+                               int root, void *stream, ddl_request_t **req)
+{
+    return run_stream(&(ddl_opdesc_t)BCAST_DESC, stream, req);
 }
 
 #define RS_DESC                                                              \
@@ -242,6 +280,13 @@ ddl_status_t ddl_ireduce_scatter(ddl_comm_t *comm, const void *sendbuf, void *re
     return run_nonblocking(&(ddl_opdesc_t)RS_DESC, req);
 }
 
+ddl_status_t ddl_ireduce_scatter_stream(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                        size_t recvcount, ddl_dtype_t dtype, ddl_op_t op,
+                                        void *stream, ddl_request_t **req)
+{
+    return run_stream(&(ddl_opdesc_t)RS_DESC, stream, req);
+}
+
 ddl_status_t ddl_allgather(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
                            size_t sendcount, ddl_dtype_t dtype)
 {
@@ -252,6 +297,13 @@ ddl_status_t ddl_iallgather(ddl_comm_t *comm, const void *sendbuf, void *recvbuf
                             size_t sendcount, ddl_dtype_t dtype, ddl_request_t **req)
 {
     return run_nonblocking(&(ddl_opdesc_t)AG_DESC, req);
+}
+
+ddl_status_t ddl_iallgather_stream(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                   size_t sendcount, ddl_dtype_t dtype, void *stream,
+                                   ddl_request_t **req)
+{
+    return run_stream(&(ddl_opdesc_t)AG_DESC, stream, req);
 }
 
 ddl_status_t ddl_reduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,

@@ -41,6 +41,9 @@ typedef struct {
     ddl_dtype_t dtype;
     ddl_op_t op;
     int root;
+    void *stream;      /* a cudaStream_t the operation is ordered on, or NULL */
+    void *stream_ev;   /* gpu.c: the stream's point this operation follows */
+    void *stream_gate; /* gpu.c: holds the stream's later work until done */
 } ddl_opdesc_t;
 
 struct ddl_request {
@@ -79,6 +82,8 @@ typedef struct {
     ddl_comm_t node;   /* ranks on this node */
     ddl_comm_t cross;  /* ranks with this local rank, one per node */
     int hier_ok;       /* several nodes, each with node.size > 1 ranks */
+    int hier_shape;    /* several nodes, the same number (>= 1) of ranks on each,
+                        * numbered node by node (the GPU hierarchical path) */
     int *node_of;      /* world rank -> node id */
     uint32_t next_comm_id;
     ddl_engine_t eng;
@@ -332,27 +337,99 @@ void ddl_beat(int collective, int force);
  * others return), never blocks for long. */
 void ddl_agent_notice(void);
 
-/* ---- CUDA device memory (gpu.c, only with HAVE_CUDA) ----
- * ddl_gpu_init (ddl_init) counts the devices; ddl_gpu_fini frees the
- * staging buffers (the device count is the public ddl_gpu_count(), which
- * init.c defines as 0 without CUDA).  ddl_gpu_on_device: p is device memory.
- * ddl_gpu_staged: 0 if no buffer of d is device memory (nothing done);
- * else 1, having run d staged through pinned host memory, its status in
- * *st. */
+/* ---- GPU planning (gpu_plan.c: pure functions, built and tested always) ----
+ * Each rank's bootstrap record may carry a GPU record: its GPU's PCI
+ * address, whether it can join a NCCL communicator inside its node, and, from
+ * local rank 0, the NCCL unique id of that node's communicator.  The id thus
+ * travels through the agents' allgather, never through PMIx. */
+#define DDL_NCCL_ID_BYTES 128   /* sizeof(ncclUniqueId) */
+#define DDL_GPU_REC_MAX (20 + DDL_NCCL_ID_BYTES)
+#define DDL_GPU_REC_NCCL 0x1u   /* this rank can join its node's NCCL communicator */
+#define DDL_GPU_REC_ID 0x2u     /* set by the encoder: the NCCL id follows */
+typedef struct {
+    int32_t pci_domain, pci_bus, pci_device; /* this rank's GPU */
+    uint32_t flags;                          /* DDL_GPU_REC_* */
+} ddl_gpu_rec_t;
+/* ddl_gpu_rec_encode: r (and nccl_id, DDL_NCCL_ID_BYTES, or NULL) into out;
+ * returns the length, 0 if cap is too small.  ddl_gpu_rec_decode: the
+ * reverse; *nccl_id points into in (NULL without an id); -1 if malformed. */
+size_t ddl_gpu_rec_encode(const ddl_gpu_rec_t *r, const void *nccl_id, uint8_t *out, size_t cap);
+int ddl_gpu_rec_decode(const uint8_t *in, size_t len, ddl_gpu_rec_t *r, const uint8_t **nccl_id);
+/* ddl_gpu_plan: from every world rank's GPU record (recs[i] NULL or lens[i]
+ * 0 for none): whether my_node can form a NCCL communicator (every rank of
+ * it has its own GPU, at least two ranks, local rank 0 sent the id: nccl_id
+ * points into recs), whether any node or every node can.  The same answer
+ * on every rank. */
+typedef struct {
+    int nccl_node, nccl_any, nccl_all;
+    const uint8_t *nccl_id;
+} ddl_gpu_plan_t;
+void ddl_gpu_plan(int n, const int *node_of, const int *local_of, const uint8_t *const *recs,
+                  const size_t *lens, int my_node, ddl_gpu_plan_t *p);
+/* ddl_gpu_block: local rank q's block of count elements in the GPU
+ * hierarchical allreduce: count / nlocal elements each (what NCCL's
+ * reduce-scatter needs), the remainder added to the last block, which stays
+ * contiguous with it. */
+void ddl_gpu_block(size_t count, int nlocal, int q, size_t *off, size_t *len);
+/* ddl_gpu_chunk_elems: the pipeline chunk, in elements, for a block of len
+ * elements of es bytes: chunk_bytes, or more so that there are at most
+ * max_chunks chunks; at least 1. */
+size_t ddl_gpu_chunk_elems(size_t len, size_t es, size_t chunk_bytes, int max_chunks);
+
+/* ---- CUDA device memory and NCCL (gpu.c, nccl.c; only with HAVE_CUDA) ----
+ * ddl_gpu_init (ddl_init, before the bootstrap) counts the devices and
+ * reads DDL_NCCL and DDL_GPU_CHUNK_BYTES (DDL_ERR_INVALID for bad values);
+ * ddl_gpu_fini releases streams, events, pinned buffers and the NCCL
+ * communicator.  ddl_gpu_boot_record: this rank's GPU record for the
+ * bootstrap (0 bytes: none; local rank 0 creates the node's NCCL id here).
+ * ddl_gpu_boot: after the exchange, join the node's NCCL communicator if the
+ * plan says so (bounded by timeout_s); a failure only leaves NCCL out.
+ * ddl_gpu_agree: collective over the world once it is up (only when the
+ * plan's nccl_any, the same on every rank): NCCL is used only if every
+ * node that should have a communicator got one.
+ * ddl_gpu_execute: 0 if d involves no device memory and no stream (nothing
+ * done); else 1, having run it (NCCL inside the node, the pipelined
+ * hierarchical allreduce across nodes, or staged through pinned host
+ * memory), its status in *st.
+ * ddl_gpu_stream_prepare (posting thread): for an operation posted with a
+ * CUDA stream: record the point of the stream it follows and hold the
+ * stream's later work until the operation completes; ddl_gpu_stream_done
+ * (whoever completes the request, exactly once) releases the stream. */
 #ifdef HAVE_CUDA
-void ddl_gpu_init(void);
+ddl_status_t ddl_gpu_init(void);
 void ddl_gpu_fini(void);
 int ddl_gpu_on_device(const void *p);
-int ddl_gpu_staged(const ddl_opdesc_t *d, ddl_status_t *st);
+size_t ddl_gpu_boot_record(uint8_t *out, size_t cap);
+ddl_status_t ddl_gpu_boot(int n, const int *node_of, const int *local_of,
+                          const uint8_t *const *recs, const size_t *lens, int timeout_s);
+ddl_status_t ddl_gpu_agree(void);
+int ddl_gpu_execute(const ddl_opdesc_t *d, ddl_status_t *st);
+ddl_status_t ddl_gpu_stream_prepare(ddl_opdesc_t *d);
+void ddl_gpu_stream_done(ddl_opdesc_t *d);
 #else
-static inline void ddl_gpu_init(void) {}
+static inline ddl_status_t ddl_gpu_init(void) { return DDL_OK; }
 static inline void ddl_gpu_fini(void) {}
-static inline int ddl_gpu_staged(const ddl_opdesc_t *d, ddl_status_t *st)
+static inline size_t ddl_gpu_boot_record(uint8_t *out, size_t cap)
+{
+    (void)out;
+    (void)cap;
+    return 0;
+}
+static inline ddl_status_t ddl_gpu_boot(int n, const int *node_of, const int *local_of,
+                                        const uint8_t *const *recs, const size_t *lens,
+                                        int timeout_s)
+{
+    (void)n, (void)node_of, (void)local_of, (void)recs, (void)lens, (void)timeout_s;
+    return DDL_OK;
+}
+static inline ddl_status_t ddl_gpu_agree(void) { return DDL_OK; }
+static inline int ddl_gpu_execute(const ddl_opdesc_t *d, ddl_status_t *st)
 {
     (void)d;
     (void)st;
     return 0;
 }
+static inline void ddl_gpu_stream_done(ddl_opdesc_t *d) { (void)d; }
 #endif
 
 /* ---- checkpoints (checkpoint.c) ---- */

@@ -25,6 +25,7 @@ static void complete(ddl_request_t *r, ddl_status_t st)
     r->status = st;
     if (st != DDL_OK)
         snprintf(r->err, sizeof r->err, "%s", ddl_last_error());
+    ddl_gpu_stream_done(&r->d); /* a CUDA stream waiting for it goes on */
     atomic_fetch_sub(&r->d.comm->pending, 1);
     atomic_store_explicit(&r->done, 1, memory_order_release);
 }

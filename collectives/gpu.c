@@ -1,70 +1,144 @@
-/* gpu.c: CUDA device memory in libddl's collectives (built only when
- * configure finds the CUDA runtime).  ddl_init() counts the devices; with
- * none (no GPU, or no driver) every buffer is host memory and nothing here
- * runs.  A collective with a buffer in device memory (cudaPointerGetAttributes)
- * is staged: its input is copied to pinned host memory, the host algorithm
- * runs there, and its output is copied back.  That is correct on any node
- * and any number of processes per GPU; the NCCL path inside a node and the
- * pipelined hierarchical allreduce are the faster paths still to come
- * (issue 7), and they will replace this one where they apply.
+/* gpu.c: CUDA device memory and CUDA streams in libddl's collectives (built
+ * only when configure finds the CUDA runtime).
+ *
+ * ddl_init() counts the devices and takes the current one as this rank's
+ * GPU; with none (no GPU, or no driver) every buffer is host memory and
+ * nothing here runs.  A collective with a buffer in device memory
+ * (cudaPointerGetAttributes) goes, fastest first: through the node's NCCL
+ * communicator (world on one node) or the pipelined hierarchical allreduce
+ * (nccl.c); else staged: its input is copied to pinned host memory, the
+ * host algorithm runs there, and its output is copied back, which is
+ * correct on any node and any number of processes per GPU.
+ *
+ * Every copy and kernel runs on libddl's own non-blocking streams, ordered
+ * after the caller's work (the stream given to ddl_*_stream(), else the
+ * legacy default stream), and every wait polls, so an abort or a failure
+ * notice from the agent ends the operation instead of hanging it.  A
+ * stream operation holds the caller's stream in a host function
+ * (cudaLaunchHostFunc) until the operation completes.
  */
 #include "config.h"
 
-#include <cuda_runtime.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "ddl_int.h"
+#include "gpu_int.h"
 #include "log.h"
+#include "util.h"
 
-static int gpu_count;        /* devices seen by ddl_init() */
-static char gpu_none_why[160];
+ddl_gpu_t ddl_gpu;
 
-/* Pinned staging buffers, grown on demand; used by the executing thread
- * only (like ddl_scratch). */
+static pthread_mutex_t setup_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Pinned buffers: three slots, grown on demand; outgrown ones are retired
+ * and freed at finalize (see ddl_gpu_pinned). */
+typedef struct retired {
+    void *p;
+    struct retired *next;
+} retired_t;
 static struct {
     void *p;
     size_t len;
-} stage[2];
+} pinned[3];
+static retired_t *retired;
 
-void ddl_gpu_init(void)
+ddl_status_t ddl_gpu_cuda_fail(cudaError_t e, const char *what)
+{
+    (void)cudaGetLastError(); /* clear a non-sticky error */
+    return ddl_fail(DDL_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+ddl_status_t ddl_gpu_init(void)
 {
     int n = 0;
+    long v;
+    const char *s;
+    memset(&ddl_gpu, 0, sizeof ddl_gpu);
+    ddl_gpu.nccl_wanted = 1;
+    ddl_gpu.chunk_bytes = DDL_GPU_CHUNK_BYTES_DEFAULT;
+    if ((s = getenv("DDL_NCCL")) && *s) {
+        if (ddl_parse_long(s, 0, 1, &v) < 0)
+            return ddl_fail(DDL_ERR_INVALID, "DDL_NCCL='%s' is not 0 or 1 (1, the default: use "
+                            "NCCL inside a node when every rank has its own GPU)", s);
+        ddl_gpu.nccl_wanted = (int)v;
+    }
+    if ((s = getenv("DDL_GPU_CHUNK_BYTES")) && *s) {
+        if (ddl_parse_long(s, 4096, 1L << 30, &v) < 0)
+            return ddl_fail(DDL_ERR_INVALID, "DDL_GPU_CHUNK_BYTES='%s' is not a number in "
+                            "4096-1073741824 (the pipeline chunk of the GPU allreduce across "
+                            "nodes; default %u)", s, DDL_GPU_CHUNK_BYTES_DEFAULT);
+        ddl_gpu.chunk_bytes = (size_t)v;
+    }
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-        (void)cudaGetLastError(); /* clear the sticky error */
-        snprintf(gpu_none_why, sizeof gpu_none_why, "cudaGetDeviceCount: %s",
+        (void)cudaGetLastError();
+        snprintf(ddl_gpu.none_why, sizeof ddl_gpu.none_why, "cudaGetDeviceCount: %s",
                  cudaGetErrorString(e));
         n = 0;
     } else if (n == 0) {
-        snprintf(gpu_none_why, sizeof gpu_none_why, "the CUDA runtime sees no device");
+        snprintf(ddl_gpu.none_why, sizeof ddl_gpu.none_why, "the CUDA runtime sees no device");
+    } else if ((e = cudaGetDevice(&ddl_gpu.dev)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(ddl_gpu.none_why, sizeof ddl_gpu.none_why, "cudaGetDevice: %s",
+                 cudaGetErrorString(e));
+        n = 0;
     }
-    gpu_count = n;
+    ddl_gpu.count = n;
     if (n > 0)
-        ddl_debug("CUDA: %d device(s); device buffers are staged through pinned host memory", n);
+        ddl_debug("CUDA: %d device(s), this rank uses device %d", n, ddl_gpu.dev);
     else
-        ddl_debug("CUDA: no usable GPU (%s): every buffer is host memory", gpu_none_why);
+        ddl_debug("CUDA: no usable GPU (%s): every buffer is host memory", ddl_gpu.none_why);
+    return DDL_OK;
+}
+
+static void destroy_streams(void)
+{
+    if (!ddl_gpu.ready)
+        return;
+    cudaStreamDestroy(ddl_gpu.s_main);
+    cudaStreamDestroy(ddl_gpu.s_d2h);
+    cudaStreamDestroy(ddl_gpu.s_h2d);
+    cudaEventDestroy(ddl_gpu.ev_in);
+    cudaEventDestroy(ddl_gpu.ev_step);
+    cudaEventDestroy(ddl_gpu.ev_done);
+    for (int i = 0; i < DDL_GPU_MAX_CHUNKS; i++)
+        cudaEventDestroy(ddl_gpu.ev_chunk[i]);
+    ddl_gpu.ready = 0;
 }
 
 void ddl_gpu_fini(void)
 {
-    for (int i = 0; i < 2; i++) {
-        if (stage[i].p)
-            cudaFreeHost(stage[i].p);
-        stage[i].p = NULL;
-        stage[i].len = 0;
+#ifdef HAVE_NCCL
+    ddl_nccl_fini();
+#endif
+    for (int i = 0; i < 3; i++) {
+        if (pinned[i].p)
+            cudaFreeHost(pinned[i].p);
+        pinned[i].p = NULL;
+        pinned[i].len = 0;
     }
-    gpu_count = 0;
+    while (retired) {
+        retired_t *r = retired;
+        retired = r->next;
+        cudaFreeHost(r->p);
+        free(r);
+    }
+    destroy_streams();
+    ddl_gpu.count = 0;
 }
 
 int ddl_gpu_count(void)
 {
-    return gpu_count;
+    return ddl_gpu.count;
 }
 
 int ddl_gpu_on_device(const void *p)
 {
-    if (gpu_count <= 0 || p == NULL || p == DDL_IN_PLACE)
+    if (ddl_gpu.count <= 0 || p == NULL || p == DDL_IN_PLACE)
         return 0;
     struct cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
@@ -75,38 +149,193 @@ int ddl_gpu_on_device(const void *p)
     return a.type == cudaMemoryTypeDevice;
 }
 
-static void *stage_get(int i, size_t len, ddl_status_t *st)
+ddl_status_t ddl_gpu_setup(void)
 {
-    if (len <= stage[i].len && stage[i].p)
-        return stage[i].p;
-    if (stage[i].p)
-        cudaFreeHost(stage[i].p);
-    stage[i].p = NULL;
-    stage[i].len = 0;
-    cudaError_t e = cudaMallocHost(&stage[i].p, len ? len : 1);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        stage[i].p = NULL;
-        *st = ddl_fail(DDL_ERR_CUDA, "cudaMallocHost of %zu bytes for staging: %s", len,
-                       cudaGetErrorString(e));
-        return NULL;
+    cudaError_t e;
+    if (ddl_gpu.ready)
+        return DDL_OK;
+    pthread_mutex_lock(&setup_mu);
+    e = cudaSuccess;
+    if (!ddl_gpu.ready) {
+        const unsigned nb = cudaStreamNonBlocking, ef = cudaEventDisableTiming;
+        if ((e = cudaStreamCreateWithFlags(&ddl_gpu.s_main, nb)) == cudaSuccess &&
+            (e = cudaStreamCreateWithFlags(&ddl_gpu.s_d2h, nb)) == cudaSuccess &&
+            (e = cudaStreamCreateWithFlags(&ddl_gpu.s_h2d, nb)) == cudaSuccess &&
+            (e = cudaEventCreateWithFlags(&ddl_gpu.ev_in, ef)) == cudaSuccess &&
+            (e = cudaEventCreateWithFlags(&ddl_gpu.ev_step, ef)) == cudaSuccess &&
+            (e = cudaEventCreateWithFlags(&ddl_gpu.ev_done, ef)) == cudaSuccess) {
+            for (int i = 0; i < DDL_GPU_MAX_CHUNKS && e == cudaSuccess; i++)
+                e = cudaEventCreateWithFlags(&ddl_gpu.ev_chunk[i], ef);
+        }
+        /* on failure what was created leaks until exit: rare, and small */
+        if (e == cudaSuccess)
+            ddl_gpu.ready = 1;
     }
-    stage[i].len = len;
-    return stage[i].p;
+    pthread_mutex_unlock(&setup_mu);
+    return e == cudaSuccess ? DDL_OK : ddl_gpu_cuda_fail(e, "creating libddl's CUDA streams");
 }
 
-static ddl_status_t copy(void *dst, const void *src, size_t len, const char *what)
+void *ddl_gpu_pinned(int slot, size_t len, ddl_status_t *st)
 {
-    if (len == 0)
-        return DDL_OK;
-    cudaError_t e = cudaMemcpy(dst, src, len, cudaMemcpyDefault);
+    if (len <= pinned[slot].len && pinned[slot].p)
+        return pinned[slot].p;
+    size_t want = len < 2 * pinned[slot].len ? 2 * pinned[slot].len : len;
+    void *p = NULL;
+    cudaError_t e = cudaMallocHost(&p, want ? want : 1);
     if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return ddl_fail(DDL_ERR_CUDA, "cudaMemcpy of %zu bytes (%s): %s", len, what,
-                        cudaGetErrorString(e));
+        *st = ddl_gpu_cuda_fail(e, "cudaMallocHost of a pinned staging buffer");
+        return NULL;
     }
+    if (pinned[slot].p) {
+        retired_t *r = malloc(sizeof *r);
+        if (!r) {
+            cudaFreeHost(p);
+            *st = ddl_fail(DDL_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        r->p = pinned[slot].p;
+        r->next = retired;
+        retired = r;
+    }
+    pinned[slot].p = p;
+    pinned[slot].len = want;
+    return p;
+}
+
+ddl_status_t ddl_gpu_follow(const ddl_opdesc_t *d, cudaStream_t s)
+{
+    cudaError_t e;
+    if (d->stream_ev)
+        e = cudaStreamWaitEvent(s, (cudaEvent_t)d->stream_ev, 0);
+    else if ((e = cudaEventRecord(ddl_gpu.ev_in, cudaStreamLegacy)) == cudaSuccess)
+        e = cudaStreamWaitEvent(s, ddl_gpu.ev_in, 0);
+    return e == cudaSuccess ? DDL_OK : ddl_gpu_cuda_fail(e, "ordering after the caller's stream");
+}
+
+ddl_status_t ddl_gpu_wait(cudaEvent_t ev, ddl_comm_t *comm, const char *what)
+{
+    char where[200];
+    for (unsigned spins = 0;; spins++) {
+        cudaError_t e = cudaEventQuery(ev);
+        if (e == cudaSuccess)
+            return DDL_OK;
+        if (e != cudaErrorNotReady) {
+            snprintf(where, sizeof where, "%s on the device", what);
+            return ddl_gpu_cuda_fail(e, where);
+        }
+        ddl_status_t st = DDL_OK;
+#ifdef HAVE_NCCL
+        st = ddl_nccl_check();
+#endif
+        ddl_agent_notice();
+        if (st == DDL_OK && ddl_is_aborted(comm))
+            st = ddl_comm_check_abort(comm);
+        if (st != DDL_OK) {
+#ifdef HAVE_NCCL
+            ddl_nccl_abort(); /* its kernels would wait for peers forever */
+#endif
+            return st;
+        }
+        ddl_beat(0, 0);
+        if (spins > 2000) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        } else if (spins > 100) {
+            sched_yield();
+        }
+    }
+}
+
+ddl_status_t ddl_gpu_wait_stream(cudaStream_t s, ddl_comm_t *comm, const char *what)
+{
+    cudaError_t e = cudaEventRecord(ddl_gpu.ev_done, s);
+    if (e != cudaSuccess)
+        return ddl_gpu_cuda_fail(e, what);
+    return ddl_gpu_wait(ddl_gpu.ev_done, comm, what);
+}
+
+/* ---- CUDA streams of ddl_*_stream() ---- */
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+    int refs; /* the host function and the request */
+} gate_t;
+
+static void gate_unref(gate_t *g)
+{
+    pthread_mutex_lock(&g->mu);
+    int last = --g->refs == 0;
+    pthread_mutex_unlock(&g->mu);
+    if (last) {
+        pthread_cond_destroy(&g->cv);
+        pthread_mutex_destroy(&g->mu);
+        free(g);
+    }
+}
+
+/* Runs in CUDA's host-function thread when the stream reaches the
+ * operation's place: holds the stream until the operation completes.  No
+ * CUDA call in here (CUDA forbids them). */
+static void CUDART_CB gate_wait(void *arg)
+{
+    gate_t *g = arg;
+    pthread_mutex_lock(&g->mu);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+    gate_unref(g);
+}
+
+ddl_status_t ddl_gpu_stream_prepare(ddl_opdesc_t *d)
+{
+    cudaError_t e;
+    cudaEvent_t ev;
+    if (ddl_gpu.count <= 0)
+        return ddl_fail(DDL_ERR_CUDA, "a CUDA stream was given, but libddl sees no usable GPU "
+                        "(%s)", ddl_gpu.none_why);
+    /* the event belongs to the stream's device, the caller's current one */
+    if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != cudaSuccess)
+        return ddl_gpu_cuda_fail(e, "cudaEventCreate for a stream operation");
+    if ((e = cudaEventRecord(ev, (cudaStream_t)d->stream)) != cudaSuccess) {
+        cudaEventDestroy(ev);
+        return ddl_gpu_cuda_fail(e, "cudaEventRecord on the given stream");
+    }
+    gate_t *g = calloc(1, sizeof *g);
+    if (!g) {
+        cudaEventDestroy(ev);
+        return ddl_fail(DDL_ERR_NOMEM, "out of memory");
+    }
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->refs = 2;
+    if ((e = cudaLaunchHostFunc((cudaStream_t)d->stream, gate_wait, g)) != cudaSuccess) {
+        g->refs = 1;
+        gate_unref(g);
+        cudaEventDestroy(ev);
+        return ddl_gpu_cuda_fail(e, "cudaLaunchHostFunc on the given stream");
+    }
+    d->stream_ev = ev;
+    d->stream_gate = g;
     return DDL_OK;
 }
+
+void ddl_gpu_stream_done(ddl_opdesc_t *d)
+{
+    gate_t *g = d->stream_gate;
+    if (!g)
+        return;
+    cudaEventDestroy((cudaEvent_t)d->stream_ev); /* freed once its wait is over */
+    d->stream_ev = d->stream_gate = NULL;
+    pthread_mutex_lock(&g->mu);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    gate_unref(g);
+}
+
+/* ---- staging through pinned host memory ---- */
 
 /* extents: the bytes a collective reads from sendbuf and the bytes of
  * recvbuf it reads (in place, or a broadcast) and writes on this rank. */
@@ -145,34 +374,169 @@ static void extents(const ddl_opdesc_t *d, size_t *send, size_t *recv, int *recv
         *recv = 0;
 }
 
-int ddl_gpu_staged(const ddl_opdesc_t *d, ddl_status_t *st)
+static ddl_status_t copy(void *dst, const void *src, size_t len, cudaStream_t s,
+                         ddl_comm_t *comm, const char *what)
 {
-    if (gpu_count <= 0 || d->kind == DDL_OPK_BARRIER)
-        return 0;
-    const int send_dev = ddl_gpu_on_device(d->sendbuf), recv_dev = ddl_gpu_on_device(d->recvbuf);
-    if (!send_dev && !recv_dev)
-        return 0;
+    if (len == 0)
+        return DDL_OK;
+    cudaError_t e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, s);
+    if (e != cudaSuccess)
+        return ddl_gpu_cuda_fail(e, what);
+    return ddl_gpu_wait_stream(s, comm, what);
+}
+
+static ddl_status_t staged(const ddl_opdesc_t *d, int send_dev, int recv_dev)
+{
     size_t sbytes, rbytes;
     int recv_in;
-    extents(d, &sbytes, &rbytes, &recv_in);
+    ddl_status_t st = DDL_OK;
     ddl_opdesc_t h = *d;
-    *st = DDL_OK;
+    extents(d, &sbytes, &rbytes, &recv_in);
+    if ((st = ddl_gpu_follow(d, ddl_gpu.s_d2h)) != DDL_OK)
+        return st;
     if (send_dev && sbytes) {
-        void *hs = stage_get(0, sbytes, st);
-        if (!hs || (*st = copy(hs, d->sendbuf, sbytes, "input to host")) != DDL_OK)
-            return 1;
+        void *hs = ddl_gpu_pinned(0, sbytes, &st);
+        if (!hs || (st = copy(hs, d->sendbuf, sbytes, ddl_gpu.s_d2h, d->comm,
+                              "copying the input to the host")) != DDL_OK)
+            return st;
         h.sendbuf = hs;
     }
     if (recv_dev && rbytes) {
-        void *hr = stage_get(1, rbytes, st);
+        void *hr = ddl_gpu_pinned(1, rbytes, &st);
         if (!hr)
-            return 1;
-        if (recv_in && (*st = copy(hr, d->recvbuf, rbytes, "input to host")) != DDL_OK)
-            return 1;
+            return st;
+        if (recv_in && (st = copy(hr, d->recvbuf, rbytes, ddl_gpu.s_d2h, d->comm,
+                                  "copying the input to the host")) != DDL_OK)
+            return st;
         h.recvbuf = hr;
     }
-    *st = ddl_execute_host(&h);
-    if (*st == DDL_OK && recv_dev && rbytes)
-        *st = copy(d->recvbuf, h.recvbuf, rbytes, "result to the device");
+    if (!sbytes && !(recv_dev && rbytes && recv_in)) {
+        /* nothing copied yet: the host buffers must still follow the stream */
+        if ((st = ddl_gpu_wait_stream(ddl_gpu.s_d2h, d->comm, "waiting for the caller's "
+                                      "stream")) != DDL_OK)
+            return st;
+    }
+    st = ddl_execute_host(&h);
+    if (st == DDL_OK && recv_dev && rbytes)
+        st = copy(d->recvbuf, h.recvbuf, rbytes, ddl_gpu.s_h2d, d->comm,
+                  "copying the result to the device");
+    return st;
+}
+
+/* run_on_device: d, with this rank's GPU current. */
+static ddl_status_t run_on_device(const ddl_opdesc_t *d, int send_dev, int recv_dev)
+{
+    ddl_status_t st = ddl_gpu_setup();
+    if (st != DDL_OK)
+        return st;
+    if (!send_dev && !recv_dev) {
+        /* host buffers on a stream: start once the stream reaches this point */
+        if ((st = ddl_gpu_follow(d, ddl_gpu.s_main)) != DDL_OK ||
+            (st = ddl_gpu_wait_stream(ddl_gpu.s_main, d->comm, "waiting for the caller's "
+                                      "stream")) != DDL_OK)
+            return st;
+        return ddl_execute_host(d);
+    }
+#ifdef HAVE_NCCL
+    if (ddl_nccl_execute(d, &st))
+        return st;
+#endif
+    return staged(d, send_dev, recv_dev);
+}
+
+int ddl_gpu_execute(const ddl_opdesc_t *d, ddl_status_t *st)
+{
+    if (ddl_gpu.count <= 0)
+        return 0;
+    const int send_dev = ddl_gpu_on_device(d->sendbuf), recv_dev = ddl_gpu_on_device(d->recvbuf);
+    if (!send_dev && !recv_dev && !d->stream_ev)
+        return 0;
+    /* this rank's GPU in this thread (the progress thread, or a caller that
+     * switched devices since ddl_init), the caller's device restored after */
+    int cur = ddl_gpu.dev;
+    cudaError_t e = cudaGetDevice(&cur);
+    if (e == cudaSuccess && cur != ddl_gpu.dev)
+        e = cudaSetDevice(ddl_gpu.dev);
+    if (e != cudaSuccess) {
+        *st = ddl_gpu_cuda_fail(e, "making this rank's GPU current");
+        return 1;
+    }
+    *st = run_on_device(d, send_dev, recv_dev);
+    if (cur != ddl_gpu.dev)
+        cudaSetDevice(cur);
     return 1;
+}
+
+size_t ddl_gpu_boot_record(uint8_t *out, size_t cap)
+{
+#ifdef HAVE_NCCL
+    int bus = 0, domain = 0, device = 0;
+    uint8_t id[DDL_NCCL_ID_BYTES];
+    if (ddl_gpu.count <= 0 || !ddl_gpu.nccl_wanted || ddl_ctx.local_size < 2)
+        return 0;
+    if (cudaDeviceGetAttribute(&bus, cudaDevAttrPciBusId, ddl_gpu.dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&domain, cudaDevAttrPciDomainId, ddl_gpu.dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&device, cudaDevAttrPciDeviceId, ddl_gpu.dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        ddl_warn("rank %d: cannot read device %d's PCI address: NCCL is left out on this node",
+                 ddl_ctx.rank, ddl_gpu.dev);
+        return 0;
+    }
+    ddl_gpu_rec_t r = {.pci_domain = domain, .pci_bus = bus, .pci_device = device,
+                       .flags = DDL_GPU_REC_NCCL};
+    if (ddl_ctx.local_rank == 0 && ddl_nccl_record(id) < 0)
+        return 0; /* no id: the node goes without NCCL */
+    return ddl_gpu_rec_encode(&r, ddl_ctx.local_rank == 0 ? id : NULL, out, cap);
+#else
+    (void)out;
+    (void)cap;
+    return 0;
+#endif
+}
+
+ddl_status_t ddl_gpu_boot(int n, const int *node_of, const int *local_of,
+                          const uint8_t *const *recs, const size_t *lens, int timeout_s)
+{
+#ifdef HAVE_NCCL
+    ddl_gpu_plan_t p;
+    ddl_gpu_plan(n, node_of, local_of, recs, lens, ddl_ctx.node_id, &p);
+    ddl_gpu.nccl_any = p.nccl_any;
+    ddl_gpu.nccl_all = p.nccl_all;
+    ddl_gpu.nccl_node = p.nccl_node;
+    if (!p.nccl_node)
+        return DDL_OK;
+    ddl_status_t st = ddl_gpu_setup();
+    if (st == DDL_OK)
+        st = ddl_nccl_join(ddl_ctx.local_size, ddl_ctx.local_rank, p.nccl_id, timeout_s);
+    if (st != DDL_OK)
+        ddl_warn("rank %d: NCCL left out: %s", ddl_ctx.rank, ddl_last_error());
+#else
+    (void)n, (void)node_of, (void)local_of, (void)recs, (void)lens, (void)timeout_s;
+#endif
+    return DDL_OK;
+}
+
+ddl_status_t ddl_gpu_agree(void)
+{
+#ifdef HAVE_NCCL
+    if (!ddl_gpu.nccl_any)
+        return DDL_OK; /* the same on every rank: nobody tried NCCL */
+    /* every rank of a node that should have a communicator has one, or no
+     * rank uses NCCL: a node cannot run half its collectives through it */
+    int32_t ok = !ddl_gpu.nccl_node || ddl_nccl_ready();
+    ddl_opdesc_t d = {.kind = DDL_OPK_ALLREDUCE, .comm = &ddl_ctx.world, .sendbuf = DDL_IN_PLACE,
+                      .recvbuf = &ok, .count = 1, .dtype = DDL_INT32, .op = DDL_MIN};
+    ddl_status_t st = ddl_execute_host(&d);
+    if (st != DDL_OK)
+        return st;
+    ddl_nccl_set_agreed(ok);
+    ddl_gpu.nccl_all = ddl_gpu.nccl_all && ok;
+    if (ok)
+        ddl_debug("rank %d: NCCL inside the node%s", ddl_ctx.rank,
+                  ddl_gpu.nccl_all ? " (every node)" : "");
+    else if (ddl_ctx.rank == 0)
+        ddl_warn("NCCL could not be set up on every node (see the warnings above): device "
+                 "buffers are staged through host memory");
+#endif
+    return DDL_OK;
 }

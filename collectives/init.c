@@ -23,7 +23,7 @@
 ddl_ctx_t ddl_ctx = {.size = 1, .local_size = 1, .nnodes = 1, .agent_fd = -1};
 
 #define DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S 120
-#define BOOT_HDR (2 * sizeof(int32_t)) /* node id, local rank */
+#define BOOT_HDR (3 * sizeof(int32_t)) /* node id, local rank, GPU record length */
 
 /* env_int: read an integer variable in [min, max]; def when unset. */
 static ddl_status_t env_int(const char *name, long min, long max, long def, int *out)
@@ -78,19 +78,21 @@ static ddl_status_t bootstrap(const void *addr, size_t addr_len)
     if (ddl_ctx.agent_fd < 0)
         return ddl_fail(DDL_ERR_BOOTSTRAP, "rank %d: %s", ddl_ctx.rank, err.text);
 
-    /* each rank's contribution: node id and local rank, then its address */
-    uint8_t *blob = malloc(BOOT_HDR + addr_len);
+    /* each rank's contribution: node id, local rank and the length of its
+     * GPU record, the GPU record (none without a GPU), then its address */
+    uint8_t *blob = malloc(BOOT_HDR + DDL_GPU_REC_MAX + addr_len);
     if (!blob)
         return ddl_fail(DDL_ERR_NOMEM, "out of memory for the bootstrap");
-    int32_t hdr[2] = {ddl_ctx.node_id, ddl_ctx.local_rank};
+    size_t gpu_len = ddl_gpu_boot_record(blob + BOOT_HDR, DDL_GPU_REC_MAX);
+    int32_t hdr[3] = {ddl_ctx.node_id, ddl_ctx.local_rank, (int32_t)gpu_len};
     memcpy(blob, hdr, BOOT_HDR);
-    memcpy(blob + BOOT_HDR, addr, addr_len);
+    memcpy(blob + BOOT_HDR + gpu_len, addr, addr_len);
     ddl_msg_t req = {.type = DDL_MSG_ALLGATHER};
     req.u.allgather.gen = ddl_ctx.gen;
     req.u.allgather.seq = 0;
     req.u.allgather.rank = (uint32_t)ddl_ctx.rank;
     req.u.allgather.size = (uint32_t)ddl_ctx.size;
-    req.u.allgather.len = (uint32_t)(BOOT_HDR + addr_len);
+    req.u.allgather.len = (uint32_t)(BOOT_HDR + gpu_len + addr_len);
     req.u.allgather.data = blob;
     int sent = ddl_proto_send(ddl_ctx.agent_fd, &req);
     free(blob);
@@ -118,27 +120,38 @@ static ddl_status_t bootstrap(const void *addr, size_t addr_len)
     ddl_ctx.peer_off = calloc(n, sizeof *ddl_ctx.peer_off);
     ddl_ctx.eps = calloc(n, sizeof *ddl_ctx.eps);
     int *node_of = calloc(n, sizeof *node_of), *local_of = calloc(n, sizeof *local_of);
+    const uint8_t **gpu_recs = calloc(n, sizeof *gpu_recs);
+    size_t *gpu_lens = calloc(n, sizeof *gpu_lens);
     st = DDL_OK;
-    if (!ddl_ctx.peer_off || !ddl_ctx.eps || !node_of || !local_of)
+    if (!ddl_ctx.peer_off || !ddl_ctx.eps || !node_of || !local_of || !gpu_recs || !gpu_lens)
         st = ddl_fail(DDL_ERR_NOMEM, "out of memory for %d peers", ddl_ctx.size);
     size_t off = 0;
     for (size_t i = 0; i < n && st == DDL_OK; i++) {
-        int32_t rec[2];
-        if (res.u.allgather_result.lens[i] < BOOT_HDR) {
-            st = ddl_fail(DDL_ERR_BOOTSTRAP, "rank %zu sent a %u-byte bootstrap record", i,
-                          res.u.allgather_result.lens[i]);
+        int32_t rec[3];
+        const uint32_t len = res.u.allgather_result.lens[i];
+        if (len >= BOOT_HDR)
+            memcpy(rec, res.u.allgather_result.data + off, BOOT_HDR);
+        if (len < BOOT_HDR || rec[2] < 0 || rec[2] > DDL_GPU_REC_MAX ||
+            len < BOOT_HDR + (uint32_t)rec[2]) {
+            st = ddl_fail(DDL_ERR_BOOTSTRAP, "rank %zu sent a malformed %u-byte bootstrap "
+                          "record (a libddl of another version?)", i, len);
             break;
         }
-        memcpy(rec, res.u.allgather_result.data + off, BOOT_HDR);
         node_of[i] = rec[0];
         local_of[i] = rec[1];
-        ddl_ctx.peer_off[i] = off + BOOT_HDR;
-        off += res.u.allgather_result.lens[i];
+        gpu_recs[i] = rec[2] ? res.u.allgather_result.data + off + BOOT_HDR : NULL;
+        gpu_lens[i] = (size_t)rec[2];
+        ddl_ctx.peer_off[i] = off + BOOT_HDR + (size_t)rec[2];
+        off += len;
     }
     if (st == DDL_OK)
         st = ddl_comms_build(node_of, local_of);
+    if (st == DDL_OK)
+        st = ddl_gpu_boot((int)n, node_of, local_of, gpu_recs, gpu_lens, timeout_s);
     free(node_of);
     free(local_of);
+    free(gpu_recs);
+    free(gpu_lens);
     ddl_ctx.peer_addrs = res.u.allgather_result.data; /* take ownership */
     res.u.allgather_result.data = NULL;
     ddl_msg_clear(&res);
@@ -209,7 +222,8 @@ ddl_status_t ddl_init(void)
         return ddl_fail(DDL_ERR_ALREADY, "ddl_init() was already called");
     ddl_log_init("ddl", DDL_LOG_WARN);
     ddl_beat_init();
-    if ((st = read_env()) != DDL_OK || (st = ddl_algo_from_env()) != DDL_OK) {
+    if ((st = read_env()) != DDL_OK || (st = ddl_algo_from_env()) != DDL_OK ||
+        (st = ddl_gpu_init()) != DDL_OK) {
         release();
         return st;
     }
@@ -234,9 +248,8 @@ ddl_status_t ddl_init(void)
             return st;
         }
     }
-    ddl_gpu_init();
     ddl_ctx.initialized = 1;
-    if ((st = ddl_select_measure()) != DDL_OK) {
+    if ((st = ddl_gpu_agree()) != DDL_OK || (st = ddl_select_measure()) != DDL_OK) {
         ddl_ctx.initialized = 0;
         release();
         return st;

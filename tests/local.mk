@@ -1,8 +1,8 @@
 # tests/: TAP unit tests (C programs, no extension) and integration tests
 # (.t shell scripts), both run by automake's tap-driver.sh.
 check_PROGRAMS += tests/unit/t_proto tests/unit/t_util tests/unit/t_ddlrun_args \
-                  tests/unit/t_reduce tests/unit/t_api tests/helpers/coll-check \
-                  tests/helpers/nb-check
+                  tests/unit/t_reduce tests/unit/t_api tests/unit/t_gpu_plan \
+                  tests/helpers/coll-check tests/helpers/nb-check
 tests_unit_t_proto_SOURCES = tests/unit/t_proto.c tests/tap.h
 tests_unit_t_proto_LDADD = common/libddlcommon.la
 tests_unit_t_util_SOURCES = tests/unit/t_util.c tests/tap.h
@@ -15,15 +15,26 @@ tests_unit_t_reduce_SOURCES = tests/unit/t_reduce.c collectives/reduce.c collect
 tests_unit_t_reduce_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
 tests_unit_t_reduce_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/collectives
 tests_unit_t_reduce_LDADD = common/libddlcommon.la
+tests_unit_t_gpu_plan_SOURCES = tests/unit/t_gpu_plan.c collectives/gpu_plan.c tests/tap.h
+tests_unit_t_gpu_plan_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
+tests_unit_t_gpu_plan_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/collectives
 tests_unit_t_api_SOURCES = tests/unit/t_api.c tests/tap.h
 tests_unit_t_api_LDADD = collectives/libddl.la
 tests_helpers_nb_check_SOURCES = tests/helpers/nb-check.c tests/helpers/check.h
 tests_helpers_nb_check_LDADD = collectives/libddl.la $(PTHREAD_LIBS)
+# gpu-check: device memory and CUDA streams (t0017), with the CUDA runtime
+if HAVE_CUDA
+check_PROGRAMS += tests/helpers/gpu-check
+tests_helpers_gpu_check_SOURCES = tests/helpers/gpu-check.c tests/helpers/check.h
+tests_helpers_gpu_check_CFLAGS = $(AM_CFLAGS) $(CUDA_CPPFLAGS) $(ZLIB_CFLAGS)
+tests_helpers_gpu_check_LDADD = collectives/libddl.la $(CUDA_LIBS) $(ZLIB_LIBS) $(PTHREAD_LIBS)
+tests_helpers_gpu_check_LDFLAGS = $(CUDA_LDFLAGS)
+endif
 tests_helpers_coll_check_SOURCES = tests/helpers/coll-check.c
 tests_helpers_coll_check_LDADD = collectives/libddl.la $(ZLIB_LIBS) -lm
 
 TESTS += tests/unit/t_proto tests/unit/t_util tests/unit/t_ddlrun_args tests/unit/t_reduce \
-         tests/unit/t_api
+         tests/unit/t_api tests/unit/t_gpu_plan
 
 dist_check_SCRIPTS += tests/integration/lib.sh
 INTEGRATION_TESTS = \

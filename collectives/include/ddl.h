@@ -134,14 +134,39 @@ ddl_status_t ddl_heartbeat(int64_t step);
 
 /* ddl_gpu_count: the CUDA devices libddl can use in this process: 0 when
  * it was built without CUDA, or there is no GPU or no driver (then every
- * buffer is host memory).  With devices, any collective accepts CUDA
- * device memory (found with cudaPointerGetAttributes) in sendbuf and
- * recvbuf: the operation is staged through pinned host memory (input
- * copied to the host, the host algorithm, the result copied back), so it
- * blocks the calling (or progress) thread for the copies, ordered after
- * all prior work on the device (cudaMemcpy).  A CUDA failure gives
- * DDL_ERR_CUDA.  Managed memory is treated as host memory.  Valid after
- * ddl_init(); thread-safe then. */
+ * buffer is host memory, and a CUDA stream gets DDL_ERR_CUDA).  Valid after
+ * ddl_init(); thread-safe then.
+ *
+ * Device memory: any collective accepts CUDA device memory (found with
+ * cudaPointerGetAttributes) in sendbuf and recvbuf; every rank passes the
+ * same kind of memory to the same collective.  This rank's GPU is the
+ * device current when ddl_init() is called (under ddlrun and srun --ddl
+ * each rank usually sees only its own GPU through CUDA_VISIBLE_DEVICES).
+ * The path, fastest first:
+ *   - the world on one node, every rank with its own GPU: NCCL (one
+ *     communicator per node, made at ddl_init(); its unique id travels
+ *     through the agents' bootstrap exchange);
+ *   - an allreduce on the world across nodes with the same number of ranks
+ *     on each: hierarchical (NCCL reduce-scatter inside the node, each
+ *     rank's block through pinned host memory to an inter-node ring over
+ *     UCX, pipelined in DDL_GPU_CHUNK_BYTES chunks, NCCL allgather);
+ *   - anything else (several ranks sharing a GPU, split communicators,
+ *     mixed host and device buffers): staged, the input copied to pinned
+ *     host memory, the host algorithm, the result copied back.
+ * Results are bit-identical on every rank, but the NCCL paths may round
+ * differently from the host path (DDL_FLOAT16 and DDL_BFLOAT16 in
+ * particular), so a job keeps the same path from start to end.
+ * Ordering: a blocking call or a ddl_i*() call follows the work queued on
+ * the legacy default stream before it (as cudaMemcpy does) and has finished
+ * with the buffers when it completes; work on other streams must be
+ * synchronised by the caller or go through ddl_*_stream() below.  Every
+ * wait polls, so ddl_comm_abort() and the agents' failure notices end a
+ * GPU collective too (the NCCL communicator is aborted with ncclCommAbort
+ * and the device path is then staged).  A CUDA failure gives DDL_ERR_CUDA,
+ * a NCCL failure DDL_ERR_TRANSPORT (DDL_ERR_PEER for a remote one).
+ * Environment: DDL_NCCL=0 leaves NCCL out (staged instead);
+ * DDL_GPU_CHUNK_BYTES (4096-1 GiB, default 4 MiB) is the pipeline chunk.
+ * Managed memory is treated as host memory. */
 int ddl_gpu_count(void);
 
 /* Identity of this process, valid between ddl_init() and ddl_finalize()
@@ -255,6 +280,31 @@ ddl_status_t ddl_iallgather(ddl_comm_t *comm, const void *sendbuf, void *recvbuf
                             size_t sendcount, ddl_dtype_t dtype, ddl_request_t **req);
 ddl_status_t ddl_ireduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                          ddl_dtype_t dtype, ddl_op_t op, int root, ddl_request_t **req);
+
+/* ---- CUDA streams ----
+ *
+ * ddl_i*_stream(): the non-blocking call, ordered on a CUDA stream (pass a
+ * cudaStream_t as stream; NULL is the plain ddl_i*() call).  The operation
+ * starts once the work queued on stream before the call is done, and the
+ * work queued on stream after the call starts once the operation is
+ * complete; completion is also seen through the request (ddl_test(),
+ * ddl_wait()), which the caller frees as usual.  The stream is held by a
+ * host function (cudaLaunchHostFunc) until the operation completes,
+ * aborted or failed included, so a stream never waits forever on libddl.
+ * Buffers may be host or device memory.  Errors: those of ddl_i*(), and
+ * DDL_ERR_CUDA when no GPU is usable (or libddl was built without CUDA) or
+ * the stream cannot be used; then nothing was queued on the stream. */
+ddl_status_t ddl_iallreduce_stream(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                   size_t count, ddl_dtype_t dtype, ddl_op_t op, void *stream,
+                                   ddl_request_t **req);
+ddl_status_t ddl_ibcast_stream(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype,
+                               int root, void *stream, ddl_request_t **req);
+ddl_status_t ddl_ireduce_scatter_stream(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                        size_t recvcount, ddl_dtype_t dtype, ddl_op_t op,
+                                        void *stream, ddl_request_t **req);
+ddl_status_t ddl_iallgather_stream(ddl_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                   size_t sendcount, ddl_dtype_t dtype, void *stream,
+                                   ddl_request_t **req);
 
 /* ddl_test: DDL_INPROGRESS while req runs, then its final status (DDL_OK
  * or the error the blocking call would have returned; ddl_last_error()

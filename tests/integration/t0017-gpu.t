@@ -1,10 +1,14 @@
 #!/bin/sh
-# t0017-gpu: CUDA device memory in libddl.  Here (no GPU) it checks what can
-# be checked: libddl links the CUDA runtime when configure found it, ddl_init
-# works and the host collectives are right with it, and ddl-bench -m cuda
-# says plainly that there is no usable GPU (exit status 77).  With a GPU it
-# runs ddl-bench -m cuda (allreduce with several types and ops, and bcast,
-# every element checked) on 2 ranks sharing the device(s).
+# t0017-gpu: CUDA device memory, CUDA streams and NCCL in libddl.  Here (no
+# GPU) it checks what can be checked: libddl links the CUDA runtime and
+# NCCL when configure found them, ddl_init works and the host collectives
+# are right with them, a CUDA stream gets DDL_ERR_CUDA, bad DDL_NCCL and
+# DDL_GPU_CHUNK_BYTES values are refused, and ddl-bench -m cuda and
+# gpu-check say plainly that there is no usable GPU (exit status 77).  With
+# a GPU it runs gpu-check (every collective on device memory, the _stream
+# calls, an abort) on 2 ranks of one node, on 2 emulated nodes of one rank
+# (the hierarchical path) and of two ranks, and with DDL_NCCL=0, then
+# ddl-bench -m cuda.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 DDLBENCH="$top_builddir/bench/ddl-bench"
 LIBDDL="$top_builddir/collectives/.libs/libddl.so"
@@ -16,9 +20,42 @@ else
     t_skip "built without CUDA (configure found no CUDA runtime): nothing links it"
 fi
 
+GPUCHECK="$top_builddir/tests/helpers/gpu-check"
+if grep -q '^#define HAVE_NCCL 1' "$top_builddir/config.h"; then
+    t_like "$T_TMP/ldd" "libnccl\.so" "configure found NCCL: libddl links it"
+else
+    t_skip "built without NCCL (configure found none): nothing links it"
+fi
+
 DDL_LOG_LEVEL=debug t_run 120 "$DDLRUN" -n 2 "$COLL_CHECK" --sizes 7,4097
 t_is $? 0 "host collectives with this build: coll-check on 2 ranks passes"
 why=$(sed -n 's/.*CUDA: no usable GPU (\(.*\)): every buffer is host memory.*/\1/p' "$T_TMP/err" | head -1)
+
+if [ -x "$GPUCHECK" ]; then
+    for bad in "DDL_NCCL=2" "DDL_GPU_CHUNK_BYTES=12"; do
+        env "$bad" "$DDLRUN" -n 1 "$COLL_CHECK" --quick >"$T_TMP/bad.out" 2>&1
+        t_like "$T_TMP/bad.out" "${bad%%=*}='${bad#*=}' is not" "$bad: ddl_init refuses it, naming the variable"
+    done
+    t_run 120 "$DDLRUN" -n 2 "$GPUCHECK"
+    rc=$?
+    if [ $rc -eq 77 ]; then
+        t_like "$T_TMP/out" "rank 1: PASS no GPU: a CUDA stream gets DDL_ERR_CUDA" \
+            "without a GPU: a CUDA stream gets DDL_ERR_CUDA, nothing queued"
+        t_like "$T_TMP/out" "rank 0: PASS no GPU: a NULL stream is the plain" \
+            "... and a NULL stream is the plain non-blocking call"
+        t_skip "gpu-check on device memory: no usable GPU here (${why:-?})"
+    else
+        t_status $rc 0 "gpu-check on 2 ranks of one node (NCCL with 2 GPUs, else staged)" "$T_TMP/err"
+        t_run 180 "$DDLRUN" -n 2 --nodes 2 "$GPUCHECK"
+        t_status $? 0 "gpu-check on 2 emulated nodes of 1 rank: the hierarchical path" "$T_TMP/err"
+        t_run 180 "$DDLRUN" -n 4 --nodes 2 "$GPUCHECK"
+        t_status $? 0 "gpu-check on 2 emulated nodes of 2 ranks" "$T_TMP/err"
+        DDL_NCCL=0 t_run 180 "$DDLRUN" -n 2 "$GPUCHECK"
+        t_status $? 0 "gpu-check with DDL_NCCL=0 (staged)" "$T_TMP/err"
+    fi
+else
+    t_skip "gpu-check is not built (no CUDA)"
+fi
 
 t_run 60 "$DDLRUN" -n 2 "$DDLBENCH" allreduce -m cuda -b 8 -e 4M -f 16 -n 3 -w 1 -c 1
 rc=$?

@@ -1,0 +1,371 @@
+/* nccl.c: NCCL inside the node and the hierarchical allreduce of device
+ * buffers across nodes (built only when configure finds NCCL).
+ *
+ * The communicator: one per node, over the node's ranks when each has its
+ * own GPU.  Local rank 0 makes the unique id before the bootstrap, the id
+ * travels in its bootstrap record through the agents' allgather (never
+ * PMIx), and every rank of the node joins with a non-blocking
+ * ncclCommInitRankConfig, polled with a time limit.  Non-blocking mode
+ * keeps every NCCL call pollable: while a NCCL kernel waits for a peer,
+ * libddl still reads the agent's notices, and a failure elsewhere (or
+ * ddl_comm_abort) ends in ncclCommAbort, so a restart never waits on a GPU
+ * collective.
+ *
+ * The hierarchical allreduce (PowerAI DDL's multi-ring, on GPUs):
+ *   1. NCCL reduce-scatter inside the node: local rank q holds block q of
+ *      the node's sum (count / L elements each, the remainder on the last);
+ *   2. block q goes to pinned host memory in chunks, each chunk is
+ *      allreduced over UCX on the ring of the local ranks q of every node
+ *      (one ring per local rank, on its own NIC where the placement gave it
+ *      one) and copied back: the copies to the host, the network and the
+ *      host reductions of different chunks overlap;
+ *   3. NCCL allgather of the blocks inside the node.
+ * Block q is reduced once by NCCL, then in the ring's fixed order, then
+ * only copied, so every rank ends with the same bits.
+ */
+#include "config.h"
+
+/* nccl.h declares ncclGroupStart() and others without (void) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <nccl.h>
+#pragma GCC diagnostic pop
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu_int.h"
+#include "log.h"
+#include "util.h"
+
+static ncclComm_t nc;   /* this node's communicator, NULL if none */
+static int agreed;      /* ddl_gpu_agree() said every rank that should have one has */
+
+static ddl_status_t nccl_fail(ncclResult_t r, const char *what)
+{
+    const char *last = nc ? ncclGetLastError(nc) : NULL;
+    return ddl_fail(r == ncclRemoteError ? DDL_ERR_PEER : DDL_ERR_TRANSPORT, "NCCL %s: %s%s%s",
+                    what, ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
+}
+
+int ddl_nccl_record(void *id)
+{
+    ncclUniqueId u;
+    ncclResult_t r = ncclGetUniqueId(&u);
+    if (r != ncclSuccess) {
+        ddl_warn("rank %d: ncclGetUniqueId: %s: NCCL is left out on this node", ddl_ctx.rank,
+                 ncclGetErrorString(r));
+        return -1;
+    }
+    memcpy(id, &u, DDL_NCCL_ID_BYTES);
+    return 0;
+}
+
+ddl_status_t ddl_nccl_join(int nlocal, int local_rank, const void *id, int timeout_s)
+{
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    ncclUniqueId u;
+    ncclResult_t r, state = ncclInProgress;
+    memcpy(&u, id, sizeof u);
+    cfg.blocking = 0;
+    r = ncclCommInitRankConfig(&nc, nlocal, u, local_rank, &cfg);
+    const int64_t deadline = ddl_now_ms() + (int64_t)timeout_s * 1000;
+    if (r == ncclSuccess || r == ncclInProgress) {
+        while ((r = ncclCommGetAsyncError(nc, &state)) == ncclSuccess && state == ncclInProgress &&
+               ddl_now_ms() < deadline)
+            sched_yield();
+    }
+    if (r == ncclSuccess && state == ncclSuccess) {
+        ddl_debug("rank %d: joined the node's NCCL communicator (%d ranks)", ddl_ctx.rank, nlocal);
+        return DDL_OK;
+    }
+    ddl_status_t st = state == ncclInProgress && r == ncclSuccess
+                          ? ddl_fail(DDL_ERR_TIMEOUT, "NCCL communicator of the node not ready "
+                                     "within %d s (DDL_BOOTSTRAP_TIMEOUT)", timeout_s)
+                          : nccl_fail(r != ncclSuccess ? r : state, "ncclCommInitRankConfig");
+    if (nc)
+        ncclCommAbort(nc);
+    nc = NULL;
+    return st;
+}
+
+int ddl_nccl_ready(void)
+{
+    return nc != NULL;
+}
+
+void ddl_nccl_set_agreed(int ok)
+{
+    agreed = ok;
+    if (!ok && nc) {
+        ncclCommAbort(nc); /* local: the other nodes do the same */
+        nc = NULL;
+    }
+}
+
+ddl_status_t ddl_nccl_check(void)
+{
+    ncclResult_t state;
+    if (!nc)
+        return DDL_OK;
+    if (ncclCommGetAsyncError(nc, &state) != ncclSuccess)
+        return ddl_fail(DDL_ERR_TRANSPORT, "NCCL: cannot read the communicator's state");
+    if (state == ncclSuccess || state == ncclInProgress)
+        return DDL_OK;
+    return nccl_fail(state, "collective inside the node");
+}
+
+void ddl_nccl_abort(void)
+{
+    if (!nc)
+        return;
+    ddl_debug("rank %d: aborting the node's NCCL communicator", ddl_ctx.rank);
+    ncclCommAbort(nc);
+    nc = NULL;
+    agreed = 0;
+}
+
+void ddl_nccl_fini(void)
+{
+    if (!nc)
+        return;
+    ncclResult_t state = ncclInProgress;
+    int clean = !atomic_load(&ddl_ctx.world.aborted) &&
+                ncclCommFinalize(nc) != ncclInternalError;
+    const int64_t deadline = ddl_now_ms() + 10000;
+    while (clean && ncclCommGetAsyncError(nc, &state) == ncclSuccess && state == ncclInProgress &&
+           ddl_now_ms() < deadline)
+        sched_yield();
+    if (clean && state == ncclSuccess)
+        ncclCommDestroy(nc);
+    else
+        ncclCommAbort(nc);
+    nc = NULL;
+    agreed = 0;
+}
+
+/* settle: finish a non-blocking NCCL call (r as it returned), polling the
+ * agent's notices and the abort flag meanwhile. */
+static ddl_status_t settle(ncclResult_t r, ddl_comm_t *comm, const char *what)
+{
+    while (r == ncclInProgress) {
+        if (ncclCommGetAsyncError(nc, &r) != ncclSuccess)
+            return ddl_fail(DDL_ERR_TRANSPORT, "NCCL %s: cannot read the state", what);
+        if (r != ncclInProgress)
+            break;
+        ddl_agent_notice();
+        if (ddl_is_aborted(comm)) {
+            ddl_nccl_abort();
+            return ddl_comm_check_abort(comm);
+        }
+        sched_yield();
+    }
+    return r == ncclSuccess ? DDL_OK : nccl_fail(r, what);
+}
+
+static int nccl_type(ddl_dtype_t t, ncclDataType_t *o)
+{
+    switch (t) {
+    case DDL_FLOAT32: *o = ncclFloat32; return 1;
+    case DDL_FLOAT64: *o = ncclFloat64; return 1;
+    case DDL_INT32: *o = ncclInt32; return 1;
+    case DDL_INT64: *o = ncclInt64; return 1;
+    case DDL_FLOAT16: *o = ncclFloat16; return 1;
+    case DDL_BFLOAT16: *o = ncclBfloat16; return 1;
+    case DDL_UINT8: *o = ncclUint8; return 1;
+    }
+    return 0;
+}
+
+static ncclRedOp_t nccl_op(ddl_op_t op)
+{
+    switch (op) {
+    case DDL_PROD: return ncclProd;
+    case DDL_MIN: return ncclMin;
+    case DDL_MAX: return ncclMax;
+    case DDL_AVG: return ncclAvg;
+    default: return ncclSum;
+    }
+}
+
+/* all_device: every buffer this rank reads or writes in d is device memory
+ * (mixed host and device buffers are staged instead). */
+static int all_device(const ddl_opdesc_t *d)
+{
+    const int in_place = d->sendbuf == DDL_IN_PLACE;
+    const int send = in_place || ddl_gpu_on_device(d->sendbuf);
+    switch (d->kind) {
+    case DDL_OPK_BCAST:
+        return ddl_gpu_on_device(d->recvbuf);
+    case DDL_OPK_REDUCE:
+        if (!d->recvbuf)
+            return send && !in_place && d->comm->rank != d->root;
+        return send && ddl_gpu_on_device(d->recvbuf);
+    case DDL_OPK_BARRIER:
+        return 0;
+    default:
+        return send && ddl_gpu_on_device(d->recvbuf);
+    }
+}
+
+/* node_collective: the world is this node: one NCCL call on s_main. */
+static ddl_status_t node_collective(const ddl_opdesc_t *d, ncclDataType_t t)
+{
+    const size_t es = ddl_dtype_size(d->dtype), n = d->count;
+    char *rb = d->recvbuf;
+    const int in_place = d->sendbuf == DDL_IN_PLACE, rank = d->comm->rank;
+    const void *sb = in_place ? rb : d->sendbuf;
+    cudaStream_t s = ddl_gpu.s_main;
+    ncclResult_t r = ncclSuccess;
+    ddl_status_t st = ddl_gpu_follow(d, s);
+    if (st != DDL_OK)
+        return st;
+    switch (d->kind) {
+    case DDL_OPK_ALLREDUCE:
+        r = ncclAllReduce(sb, rb, n, t, nccl_op(d->op), nc, s);
+        break;
+    case DDL_OPK_BCAST:
+        r = ncclBroadcast(rb, rb, n, t, d->root, nc, s);
+        break;
+    case DDL_OPK_REDUCE_SCATTER:
+        /* in place, ddl's block lands at the start of recvbuf, NCCL's at
+         * rank * count: move it (the two do not overlap for rank > 0) */
+        r = ncclReduceScatter(sb, in_place ? rb + (size_t)rank * n * es : rb, n, t,
+                              nccl_op(d->op), nc, s);
+        if ((st = settle(r, d->comm, "reduce-scatter")) != DDL_OK)
+            return st;
+        if (in_place && rank > 0) {
+            cudaError_t e = cudaMemcpyAsync(rb, rb + (size_t)rank * n * es, n * es,
+                                            cudaMemcpyDeviceToDevice, s);
+            if (e != cudaSuccess)
+                return ddl_gpu_cuda_fail(e, "reduce-scatter: moving the block");
+        }
+        return ddl_gpu_wait_stream(s, d->comm, "NCCL reduce-scatter");
+    case DDL_OPK_ALLGATHER:
+        r = ncclAllGather(in_place ? rb + (size_t)rank * n * es : sb, rb, n, t, nc, s);
+        break;
+    case DDL_OPK_REDUCE:
+        r = ncclReduce(sb, rb, n, t, nccl_op(d->op), d->root, nc, s);
+        break;
+    case DDL_OPK_BARRIER:
+        return ddl_fail(DDL_ERR_INTERNAL, "barrier on the NCCL path");
+    }
+    if ((st = settle(r, d->comm, ddl_opkind_str(d->kind))) != DDL_OK)
+        return st;
+    return ddl_gpu_wait_stream(s, d->comm, "NCCL collective inside the node");
+}
+
+/* hier_allreduce: the three phases of the header comment. */
+static ddl_status_t hier_allreduce(const ddl_opdesc_t *d, ncclDataType_t t)
+{
+    ddl_comm_t *comm = d->comm;
+    const int L = ddl_ctx.node.size, q = ddl_ctx.node.rank;
+    const size_t es = ddl_dtype_size(d->dtype), count = d->count, base = count / (size_t)L;
+    const size_t tail = count % (size_t)L;
+    char *rb = d->recvbuf;
+    const char *sb = d->sendbuf == DDL_IN_PLACE ? rb : d->sendbuf;
+    /* the node sums; the cross rings apply the operation and DDL_AVG's
+     * division by the world's size */
+    const ncclRedOp_t nop = d->op == DDL_AVG ? ncclSum : nccl_op(d->op);
+    size_t off, len;
+    cudaError_t e = cudaSuccess;
+    ncclResult_t r = ncclSuccess;
+    ddl_status_t st = ddl_gpu_follow(d, ddl_gpu.s_main);
+    if (st != DDL_OK)
+        return st;
+
+    /* 1. reduce-scatter inside the node */
+    if (L > 1) {
+        ncclGroupStart();
+        if (base)
+            r = ncclReduceScatter(sb, rb + (size_t)q * base * es, base, t, nop, nc,
+                                  ddl_gpu.s_main);
+        if (tail && r == ncclSuccess)
+            r = ncclReduce(sb + (size_t)L * base * es, rb + (size_t)L * base * es, tail, t, nop,
+                           L - 1, nc, ddl_gpu.s_main);
+        ncclResult_t g = ncclGroupEnd();
+        if ((st = settle(r != ncclSuccess ? r : g, comm, "reduce-scatter inside the node")) !=
+            DDL_OK)
+            return st;
+    } else if (sb != rb) {
+        e = cudaMemcpyAsync(rb, sb, count * es, cudaMemcpyDeviceToDevice, ddl_gpu.s_main);
+    }
+    if (e == cudaSuccess)
+        e = cudaEventRecord(ddl_gpu.ev_step, ddl_gpu.s_main);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(ddl_gpu.s_d2h, ddl_gpu.ev_step, 0);
+    if (e != cudaSuccess)
+        return ddl_gpu_cuda_fail(e, "allreduce: ordering the copies after the reduce-scatter");
+
+    /* 2. this rank's block across nodes, chunk by chunk */
+    ddl_gpu_block(count, L, q, &off, &len);
+    char *host = ddl_gpu_pinned(2, len * es, &st);
+    if (!host)
+        return st;
+    const size_t ce = ddl_gpu_chunk_elems(len, es, ddl_gpu.chunk_bytes, DDL_GPU_MAX_CHUNKS);
+    const int nchunks = len ? (int)((len + ce - 1) / ce) : 0;
+    for (int k = 0; k < nchunks && e == cudaSuccess; k++) {
+        const size_t c0 = (size_t)k * ce, cl = c0 + ce <= len ? ce : len - c0;
+        e = cudaMemcpyAsync(host + c0 * es, rb + (off + c0) * es, cl * es, cudaMemcpyDeviceToHost,
+                            ddl_gpu.s_d2h);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(ddl_gpu.ev_chunk[k], ddl_gpu.s_d2h);
+    }
+    if (e != cudaSuccess)
+        return ddl_gpu_cuda_fail(e, "allreduce: copying the block to the host");
+    for (int k = 0; k < nchunks; k++) {
+        const size_t c0 = (size_t)k * ce, cl = c0 + ce <= len ? ce : len - c0;
+        if ((st = ddl_gpu_wait(ddl_gpu.ev_chunk[k], comm, "allreduce: copy to the host")) !=
+                DDL_OK ||
+            (st = ddl_ring_allreduce_part(&ddl_ctx.cross, host + c0 * es, cl, d->dtype, d->op,
+                                          ddl_ctx.world.size)) != DDL_OK)
+            return st;
+        e = cudaMemcpyAsync(rb + (off + c0) * es, host + c0 * es, cl * es,
+                            cudaMemcpyHostToDevice, ddl_gpu.s_h2d);
+        if (e != cudaSuccess)
+            return ddl_gpu_cuda_fail(e, "allreduce: copying the block back to the device");
+    }
+    /* local rank q's block has the same length on every node, so the ranks
+     * of one cross ring make the same sequence of ring calls */
+    e = cudaEventRecord(ddl_gpu.ev_step, ddl_gpu.s_h2d);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(ddl_gpu.s_main, ddl_gpu.ev_step, 0);
+    if (e != cudaSuccess)
+        return ddl_gpu_cuda_fail(e, "allreduce: ordering the allgather after the copies");
+
+    /* 3. allgather inside the node */
+    if (L > 1) {
+        r = ncclSuccess;
+        ncclGroupStart();
+        if (base)
+            r = ncclAllGather(rb + (size_t)q * base * es, rb, base, t, nc, ddl_gpu.s_main);
+        if (tail && r == ncclSuccess)
+            r = ncclBroadcast(rb + (size_t)L * base * es, rb + (size_t)L * base * es, tail, t,
+                              L - 1, nc, ddl_gpu.s_main);
+        ncclResult_t g = ncclGroupEnd();
+        if ((st = settle(r != ncclSuccess ? r : g, comm, "allgather inside the node")) != DDL_OK)
+            return st;
+    }
+    return ddl_gpu_wait_stream(ddl_gpu.s_main, comm, "allreduce: allgather inside the node");
+}
+
+int ddl_nccl_execute(const ddl_opdesc_t *d, ddl_status_t *st)
+{
+    ncclDataType_t t;
+    if (d->comm != &ddl_ctx.world || d->kind == DDL_OPK_BARRIER || !nccl_type(d->dtype, &t) ||
+        !all_device(d))
+        return 0;
+    const int one_node = ddl_ctx.node.size == ddl_ctx.world.size;
+    if (one_node && nc && agreed) {
+        *st = d->count ? node_collective(d, t) : DDL_OK;
+        return 1;
+    }
+    /* across nodes: the same shape on every node, and NCCL on every node
+     * (or one rank per node, where the node phases are copies) */
+    if (d->kind == DDL_OPK_ALLREDUCE && !one_node && ddl_ctx.hier_shape &&
+        (ddl_ctx.node.size == 1 || (nc && agreed && ddl_gpu.nccl_all))) {
+        *st = d->count ? hier_allreduce(d, t) : DDL_OK;
+        return 1;
+    }
+    return 0;
+}
