@@ -53,6 +53,15 @@ int main(int argc, char **argv)
         return rc;
     if (o.algo)
         setenv("DDL_ALLREDUCE_ALGO", o.algo, 1);
+#ifdef HAVE_CUDA
+    /* libddl takes the device current at ddl_init() as this rank's GPU */
+    if (!strcmp(o.mem, "cuda")) {
+        int ndev = 0;
+        const char *lr = getenv("DDL_LOCAL_RANK");
+        if (cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0)
+            cudaSetDevice((lr ? atoi(lr) : 0) % ndev);
+    }
+#endif
     if ((st = ddl_init()) != DDL_OK)
         die("ddl_init", st);
     ddl_comm_t *w = ddl_comm_world();
@@ -92,9 +101,7 @@ int main(int argc, char **argv)
     char *dsrc = src, *ddst = dst;
 #ifdef HAVE_CUDA
     if (cuda) {
-        cudaError_t ce = cudaSetDevice(ddl_local_rank() % ddl_gpu_count());
-        if (ce == cudaSuccess)
-            ce = cudaMalloc((void **)&dsrc, o.max_bytes + es);
+        cudaError_t ce = cudaMalloc((void **)&dsrc, o.max_bytes + es);
         if (ce == cudaSuccess)
             ce = cudaMalloc((void **)&ddst, o.max_bytes + es);
         if (ce == cudaSuccess)

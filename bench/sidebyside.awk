@@ -1,11 +1,12 @@
 # sidebyside.awk: the median of repeated ddl-bench and mpi-bench runs, side by
 # side, as a Markdown table for docs/benchmarks.md.
 #
-#   awk -v ranks=N [-v left=TAG] -f bench/sidebyside.awk FILE...
+#   awk -v ranks=N [-v left=TAG] [-v right=TAG] -f bench/sidebyside.awk FILE...
 #
 # Input lines: "TAG SIZE TIME_US", one per size and run (the benches' rows
 # reduced to size and time); TAG is "mpi" for Open MPI and "ddl" (or the
-# left=TAG given, e.g. "ring" for a forced algorithm) for ddl.  For each size: the median
+# left=TAG given, e.g. "ring" for a forced algorithm) for ddl; right=TAG
+# puts another ddl run (e.g. "host" memory) in Open MPI's place.  For each size: the median
 # time of each side over its runs, the bus bandwidth computed from it
 # (nccl-tests: size/time * 2(n-1)/n), ddl's busbw over Open MPI's, and the
 # spread (slowest/fastest run) of each side.
@@ -32,15 +33,19 @@ function spread(list,    n, a, i, lo, hi) {
 }
 END {
     if (left == "") left = "ddl"
+    if (right == "") right = "mpi"
     f = ranks > 1 ? 2 * (ranks - 1) / ranks : 1
     name = left == "ddl" ? "ddl" : "ddl " left
-    print "| size (B) | " name " µs | " name " busbw GB/s | Open MPI µs | Open MPI busbw GB/s | ddl/MPI busbw | spread ddl, MPI |"
+    rname = right == "mpi" ? "Open MPI" : "ddl " right
+    ratio = right == "mpi" ? "ddl/MPI" : left "/" right
+    rshort = right == "mpi" ? "MPI" : right
+    print "| size (B) | " name " µs | " name " busbw GB/s | " rname " µs | " rname " busbw GB/s | " ratio " busbw | spread ddl, " rshort " |"
     print "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     for (i = 1; i <= nsizes; i++) {
         s = order[i]
-        d = median(t[left, s]); m = median(t["mpi", s])
+        d = median(t[left, s]); m = median(t[right, s])
         bd = d > 0 ? s / d / 1000 * f : 0; bm = m > 0 ? s / m / 1000 * f : 0
         printf "| %d | %.2f | %.3f | %.2f | %.3f | %.2f | %.2f, %.2f |\n", s, d, bd, m, bm,
-            (bm > 0 ? bd / bm : 0), spread(t[left, s]), spread(t["mpi", s])
+            (bm > 0 ? bd / bm : 0), spread(t[left, s]), spread(t[right, s])
     }
 }
