@@ -10,6 +10,11 @@
  * bit-identical.  The end of the run checks that with a CRC-32 of every
  * rank's weights.  Run it with `ddlrun -n 4 examples/fmnist/fmnist-train`,
  * or alone as a world of one rank; see examples/fmnist/README.md.
+ *
+ * With --device cuda (fmnist-train-cuda, this file built with FMNIST_CUDA
+ * when configure finds nvcc and cuBLAS), the same model trains on each rank's GPU: parameters,
+ * gradient and activations in device memory (fmnist_cuda.cu), the gradient
+ * allreduced in place on the device buffer by libddl.
  */
 #include <cblas.h>
 #include <errno.h>
@@ -25,6 +30,9 @@
 
 #include "ddl.h"
 #include "idx.h"
+#ifdef FMNIST_CUDA
+#include "fmnist_cuda.h"
+#endif
 
 #ifndef OPENBLAS_VERSION
 /* A cblas.h from another BLAS: the library linked is still OpenBLAS. */
@@ -59,6 +67,9 @@ extern void openblas_set_num_threads(int num_threads);
 #define MAX_EPOCHS 1000
 #define EVAL_ROWS 256 /* rows per evaluation chunk, at least */
 
+/* Exit status of --device cuda where it cannot run (automake's "skipped"). */
+#define EXIT_NO_GPU 77
+
 typedef struct {
     const char *data_dir;
     long batch;
@@ -70,6 +81,7 @@ typedef struct {
     long ckpt_every;      /* --checkpoint-every: iterations, 0 none */
     int ckpt_async;       /* --checkpoint-async: DDL_CKPT_ASYNC */
     const char *ckpt_dir; /* --checkpoint-dir, else $DDL_CHECKPOINT_DIR */
+    int cuda;             /* --device cuda */
 } options_t;
 
 /* Per-rank scratch for a chunk of at most rows samples. */
@@ -165,6 +177,9 @@ static void usage(FILE *f)
             "  --checkpoint-async\n"
             "                   write checkpoints in the background (libddl's async\n"
             "                   mode): training waits only for the copy\n"
+            "  --device cpu|cuda\n"
+            "                   where to train: the CPU with OpenBLAS (default), or\n"
+            "                   this rank's GPU with cuBLAS (exit 77 if there is none)\n"
             "  --help           show this help and exit\n"
             "\n"
             "Rank 0 prints one line per epoch; every rank prints the CRC-32 of its\n"
@@ -217,7 +232,8 @@ static uint64_t parse_seed_opt(const char *text)
 static void parse_options(int argc, char **argv, options_t *o)
 {
     enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_SEED,
-           OPT_LIMIT, OPT_CKPT_EVERY, OPT_CKPT_DIR, OPT_CKPT_ASYNC, OPT_HELP };
+           OPT_LIMIT, OPT_CKPT_EVERY, OPT_CKPT_DIR, OPT_CKPT_ASYNC, OPT_DEVICE,
+           OPT_HELP };
     static const struct option longopts[] = {
         {"data", required_argument, NULL, OPT_DATA},
         {"epochs", required_argument, NULL, OPT_EPOCHS},
@@ -229,6 +245,7 @@ static void parse_options(int argc, char **argv, options_t *o)
         {"checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY},
         {"checkpoint-dir", required_argument, NULL, OPT_CKPT_DIR},
         {"checkpoint-async", no_argument, NULL, OPT_CKPT_ASYNC},
+        {"device", required_argument, NULL, OPT_DEVICE},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -283,6 +300,11 @@ static void parse_options(int argc, char **argv, options_t *o)
                 bad_option("checkpoint-dir", optarg, "a directory");
             o->ckpt_dir = optarg;
             break;
+        case OPT_DEVICE:
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
+                die(2, "--device: '%s' is not cpu or cuda", optarg);
+            o->cuda = !strcmp(optarg, "cuda");
+            break;
         case OPT_HELP:
             usage(stdout);
             exit(0);
@@ -300,6 +322,11 @@ static void parse_options(int argc, char **argv, options_t *o)
     if (o->ckpt_every && !o->ckpt_dir)
         die(2, "--checkpoint-every needs a directory: --checkpoint-dir DIR, or "
             "DDL_CHECKPOINT_DIR (ddlrun --checkpoint-dir sets it)");
+#ifndef FMNIST_CUDA
+    if (o->cuda)
+        die(EXIT_NO_GPU, "--device cuda: this program is built without CUDA: run "
+            "fmnist-train-cuda, built next to it when configure finds nvcc and cuBLAS");
+#endif
 }
 
 /* -------------------------------------------------------------------- data */
@@ -573,6 +600,151 @@ static void save_checkpoint(ddl_comm_t *comm, const char *dir, int64_t iter, int
         ckpt_failed("checkpoint", iter, st);
 }
 
+/* ------------------------------------------------------------------ device */
+
+/* --device cuda: the model on this rank's GPU (fmnist_cuda.cu).  Every
+ * helper stops the program on a CUDA failure.  Built without CUDA,
+ * parse_options() refuses --device cuda, so gpu stays NULL and the stubs
+ * below never run. */
+#ifdef FMNIST_CUDA
+
+static char gpu_desc[320]; /* "GPU d of n (name)", for rank 0's summary */
+
+static void gpu_check(int rc, const char *what)
+{
+    if (rc != 0)
+        die(1, "--device cuda: %s: %s", what, fmnist_cuda_error());
+}
+
+/* local_rank_env: this rank's index on its node before ddl_init():
+ * DDL_LOCAL_RANK (ddlrun and ddl-launch set it), else LOCAL_RANK, else 0. */
+static int local_rank_env(void)
+{
+    static const char *const names[] = {"DDL_LOCAL_RANK", "LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *s = getenv(names[i]);
+        char *end;
+        if (!s || !*s)
+            continue;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (*end == '\0' && errno == 0 && v >= 0 && v <= 1000000)
+            return (int)v;
+    }
+    return 0;
+}
+
+/* gpu_select: before ddl_init(), which takes the current device as this
+ * rank's: device local_rank % devices (under ddlrun and srun --ddl each
+ * rank usually sees only its own GPU).  No GPU: exit 77. */
+static void gpu_select(void)
+{
+    int dev = -1, ndev = 0;
+    char name[256] = "";
+    int rc = fmnist_cuda_select(local_rank_env(), &dev, &ndev, name, sizeof name);
+    if (rc == 1)
+        die(EXIT_NO_GPU, "--device cuda: no usable GPU (%s)", fmnist_cuda_error());
+    gpu_check(rc, "selecting the GPU");
+    snprintf(gpu_desc, sizeof gpu_desc, "GPU %d of %d (%s)", dev, ndev, name);
+}
+
+/* gpu_create: after ddl_init() and loading the data: both data sets, and
+ * the parameters and momentum from the host, on the device. */
+static fmnist_gpu_t *gpu_create(const dataset_t *train, const dataset_t *test, size_t rows,
+                                const float *params, const float *velocity)
+{
+    fmnist_gpu_t *gpu = fmnist_gpu_create(N_IN, N_HID, N_OUT, rows, train->images.data,
+                                          train->labels.data, train->images.count,
+                                          test->images.data, test->labels.data,
+                                          test->images.count, PIXEL_MEAN, PIXEL_STD);
+    if (!gpu)
+        die(1, "--device cuda: %s", fmnist_cuda_error());
+    gpu_check(fmnist_gpu_put_state(gpu, params, velocity), "copying the weights to the GPU");
+    return gpu;
+}
+
+static void gpu_summary(fmnist_gpu_t *gpu)
+{
+    int v = fmnist_gpu_cublas_version(gpu);
+    say("fmnist-train: device cuda: rank 0 on %s, cuBLAS %d.%d.%d\n", gpu_desc, v / 10000,
+        v / 100 % 100, v % 100);
+}
+
+/* gpu_epoch_start: the epoch's order and the statistics so far. */
+static void gpu_epoch_start(fmnist_gpu_t *gpu, const uint32_t *order, size_t n,
+                            const double *stats)
+{
+    gpu_check(fmnist_gpu_set_order(gpu, order, n), "copying the order to the GPU");
+    gpu_check(fmnist_gpu_put_stats(gpu, stats), "copying the statistics to the GPU");
+}
+
+/* gpu_shard_grad: this rank's shard [lo, lo+m) of a batch of bs samples;
+ * returns the device buffer of its gradient, for the allreduce. */
+static float *gpu_shard_grad(fmnist_gpu_t *gpu, size_t lo, int m, size_t bs)
+{
+    gpu_check(fmnist_gpu_shard_grad(gpu, lo, m, 1.0f / (float)bs), "gradient");
+    return fmnist_gpu_grads(gpu);
+}
+
+static void gpu_update(fmnist_gpu_t *gpu, float lr, float mu)
+{
+    gpu_check(fmnist_gpu_update(gpu, lr, mu), "update");
+}
+
+/* gpu_fetch: parameters, momentum and the epoch's training statistics
+ * (each may be NULL) to the host, for a checkpoint, the CRC or the epoch's
+ * line. */
+static void gpu_fetch(fmnist_gpu_t *gpu, float *params, float *velocity, double *stats)
+{
+    gpu_check(fmnist_gpu_get_state(gpu, params, velocity), "copying the weights from the GPU");
+    if (stats)
+        gpu_check(fmnist_gpu_get_stats(gpu, stats), "copying the statistics from the GPU");
+}
+
+static void gpu_sync(fmnist_gpu_t *gpu)
+{
+    gpu_check(fmnist_gpu_sync(gpu), "training step");
+}
+
+static double gpu_evaluate(fmnist_gpu_t *gpu, size_t lo, size_t hi)
+{
+    double correct = 0.0;
+    gpu_check(fmnist_gpu_evaluate(gpu, lo, hi, &correct), "evaluation");
+    return correct;
+}
+
+static void gpu_free(fmnist_gpu_t *gpu)
+{
+    fmnist_gpu_destroy(gpu);
+}
+
+#else /* !FMNIST_CUDA */
+
+typedef struct fmnist_gpu fmnist_gpu_t;
+static void gpu_select(void) {}
+static fmnist_gpu_t *gpu_create(const dataset_t *train, const dataset_t *test, size_t rows,
+                                const float *params, const float *velocity)
+{
+    return NULL;
+}
+static void gpu_summary(fmnist_gpu_t *gpu) {}
+static void gpu_epoch_start(fmnist_gpu_t *gpu, const uint32_t *order, size_t n,
+                            const double *stats) {}
+static float *gpu_shard_grad(fmnist_gpu_t *gpu, size_t lo, int m, size_t bs)
+{
+    return NULL;
+}
+static void gpu_update(fmnist_gpu_t *gpu, float lr, float mu) {}
+static void gpu_fetch(fmnist_gpu_t *gpu, float *params, float *velocity, double *stats) {}
+static void gpu_sync(fmnist_gpu_t *gpu) {}
+static double gpu_evaluate(fmnist_gpu_t *gpu, size_t lo, size_t hi)
+{
+    return 0.0;
+}
+static void gpu_free(fmnist_gpu_t *gpu) {}
+
+#endif /* FMNIST_CUDA */
+
 /* -------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
@@ -580,12 +752,16 @@ int main(int argc, char **argv)
     options_t opt;
     parse_options(argc, argv, &opt);
     openblas_set_num_threads(1); /* one BLAS thread per rank */
+    if (opt.cuda)
+        gpu_select(); /* before ddl_init(): libddl takes the current device */
 
     check(ddl_init(), "ddl_init");
     ddl_comm_t *comm = ddl_comm_world();
     if (!comm)
         die(1, "ddl_comm_world failed: no world communicator after ddl_init");
     int rank = ddl_rank(), size = ddl_size();
+    if (opt.cuda && ddl_gpu_count() <= 0) /* libddl built without CUDA, or lost it */
+        die(EXIT_NO_GPU, "--device cuda: no usable GPU (libddl sees 0 CUDA devices)");
 
     dataset_t train, test;
     load_split(opt.data_dir, "train", &train);
@@ -604,8 +780,10 @@ int main(int argc, char **argv)
     float *velocity = xcalloc(N_PARAMS, sizeof *velocity);
     uint32_t *order = xcalloc(train.images.count, sizeof *order);
     size_t shard_max = (batch + (size_t)size - 1) / (size_t)size;
-    work_t w;
-    work_init(&w, shard_max > EVAL_ROWS ? shard_max : EVAL_ROWS);
+    size_t rows = shard_max > EVAL_ROWS ? shard_max : EVAL_ROWS;
+    work_t w = {0}; /* the CPU's scratch; --device cuda has its own */
+    if (!opt.cuda)
+        work_init(&w, rows);
 
     /* [0] loss sum, [1] correct on training shards, [2] correct on test */
     double stats[3] = {0.0, 0.0, 0.0};
@@ -635,12 +813,18 @@ int main(int argc, char **argv)
             init_params(params, opt.seed);
         check(ddl_bcast(comm, params, N_PARAMS, DDL_FLOAT32, 0), "ddl_bcast");
     }
+    /* --device cuda: the model lives on the GPU from here on; the host
+     * copies of params and velocity are refreshed for checkpoints and the
+     * final CRC */
+    fmnist_gpu_t *gpu = opt.cuda ? gpu_create(&train, &test, rows, params, velocity) : NULL;
 
     if (rank == 0)
         say("fmnist-train: %d rank%s, MLP %d-%d-%d (%d parameters), batch %zu, lr %g, "
             "momentum %g, seed %llu, %zu training / %zu test samples\n",
             size, size == 1 ? "" : "s", N_IN, N_HID, N_OUT, N_PARAMS, batch, opt.lr,
             opt.momentum, (unsigned long long)opt.seed, ntrain, ntest);
+    if (rank == 0 && gpu)
+        gpu_summary(gpu);
 
     const float lr = (float)opt.lr, mu = (float)opt.momentum;
     double test_acc = 0.0;
@@ -652,12 +836,17 @@ int main(int argc, char **argv)
         size_t first = (size_t)(iter - (int64_t)epoch * (int64_t)nbatches) * batch;
         if (first == 0)
             stats[0] = stats[1] = stats[2] = 0.0;
+        if (gpu)
+            gpu_epoch_start(gpu, order, train.images.count, stats);
         for (size_t start = first; start < ntrain; start += batch) {
             size_t bs = ntrain - start < batch ? ntrain - start : batch;
             size_t lo = start + (size_t)rank * bs / (size_t)size;
             size_t hi = start + ((size_t)rank + 1) * bs / (size_t)size;
             int m = (int)(hi - lo);
-            if (m > 0) {
+            float *gbuf = grads; /* the gradient to allreduce: host or device */
+            if (gpu) {
+                gbuf = gpu_shard_grad(gpu, lo, m, bs);
+            } else if (m > 0) {
                 gather(&train.images, order + lo, 0, (size_t)m, &w);
                 forward(params, &w, m);
                 softmax_xent(w.z, train.labels.data, order + lo, m, 1.0f / (float)bs,
@@ -666,23 +855,39 @@ int main(int argc, char **argv)
             } else {
                 memset(grads, 0, N_PARAMS * sizeof *grads);
             }
-            check(ddl_allreduce(comm, DDL_IN_PLACE, grads, N_PARAMS, DDL_FLOAT32,
+            /* on the device buffer, libddl orders the allreduce after the
+             * work queued on the default stream, and the update after it */
+            check(ddl_allreduce(comm, DDL_IN_PLACE, gbuf, N_PARAMS, DDL_FLOAT32,
                                 DDL_SUM),
                   "ddl_allreduce");
-            for (size_t i = 0; i < N_PARAMS; i++) {
-                velocity[i] = mu * velocity[i] + grads[i];
-                params[i] -= lr * velocity[i];
+            if (gpu) {
+                gpu_update(gpu, lr, mu);
+            } else {
+                for (size_t i = 0; i < N_PARAMS; i++) {
+                    velocity[i] = mu * velocity[i] + grads[i];
+                    params[i] -= lr * velocity[i];
+                }
             }
             iter++;
-            if (opt.ckpt_every && iter % opt.ckpt_every == 0)
+            if (opt.ckpt_every && iter % opt.ckpt_every == 0) {
+                if (gpu)
+                    gpu_fetch(gpu, params, velocity, stats);
                 save_checkpoint(comm, opt.ckpt_dir, iter, opt.ckpt_async, params, velocity,
                                 stats);
+            }
         }
+        if (gpu)
+            gpu_sync(gpu); /* the epoch's time includes the last update */
         double elapsed = now_s() - t0;
 
         size_t tlo = (size_t)rank * ntest / (size_t)size;
         size_t thi = ((size_t)rank + 1) * ntest / (size_t)size;
-        stats[2] = evaluate(params, &test, tlo, thi, &w);
+        if (gpu) {
+            gpu_fetch(gpu, NULL, NULL, stats);
+            stats[2] = gpu_evaluate(gpu, tlo, thi);
+        } else {
+            stats[2] = evaluate(params, &test, tlo, thi, &w);
+        }
         check(ddl_allreduce(comm, DDL_IN_PLACE, stats, 3, DDL_FLOAT64, DDL_SUM),
               "ddl_allreduce");
         test_acc = 100.0 * stats[2] / (double)ntest;
@@ -695,6 +900,8 @@ int main(int argc, char **argv)
     }
 
     /* Every replica must hold the same bits. */
+    if (gpu)
+        gpu_fetch(gpu, params, NULL, NULL);
     uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)params,
                                    (uInt)(N_PARAMS * sizeof *params));
     say("rank %d: weights crc32 0x%08x\n", rank, crc);
@@ -712,6 +919,7 @@ int main(int argc, char **argv)
         say("final test accuracy: %.2f%%\n", test_acc);
     }
 
+    gpu_free(gpu);
     work_free(&w);
     free(order);
     free(velocity);

@@ -8,7 +8,8 @@
 # a GPU it runs gpu-check (every collective on device memory, the _stream
 # calls, an abort) on 2 ranks of one node, on 2 emulated nodes of one rank
 # (the hierarchical path) and of two ranks, and with DDL_NCCL=0, then
-# ddl-bench -m cuda.
+# fmnist-train-cuda --device cuda on 2 ranks (replicas agree, accuracy)
+# and ddl-bench -m cuda.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 DDLBENCH="$top_builddir/bench/ddl-bench"
 LIBDDL="$top_builddir/collectives/.libs/libddl.so"
@@ -55,6 +56,30 @@ if [ -x "$GPUCHECK" ]; then
     fi
 else
     t_skip "gpu-check is not built (no CUDA)"
+fi
+
+# the GPU training example: fmnist-train-cuda (with nvcc and cuBLAS)
+FMNIST="$top_builddir/examples/fmnist/fmnist-train"
+if [ -x "$FMNIST-cuda" ]; then
+    t_run 300 "$DDLRUN" -n 2 "$FMNIST-cuda" --device cuda --epochs 2
+    rc=$?
+    if [ $rc -eq 77 ]; then
+        t_like "$T_TMP/err" "fmnist-train: --device cuda: no usable GPU" \
+            "fmnist-train-cuda --device cuda without a GPU: says so, exit 77"
+        t_skip "GPU training: no usable GPU here (${why:-?})"
+    else
+        t_status $rc 0 "fmnist-train-cuda --device cuda, 2 ranks, 2 epochs" "$T_TMP/err"
+        t_like "$T_TMP/out" "^checksums: all 2 ranks agree" "... the 2 replicas on the GPU agree"
+        acc=$(sed -n 's/^final test accuracy: \([0-9]*\)\..*/\1/p' "$T_TMP/out")
+        t_ok $([ "${acc:-0}" -ge 80 ]; echo $?) "... test accuracy ${acc:-?}% (at least 80%)"
+    fi
+elif [ -x "$FMNIST" ]; then
+    "$FMNIST" --device cuda >"$T_TMP/out" 2>&1
+    t_is $? 77 "fmnist-train (no CUDA code) --device cuda: exit 77"
+    t_like "$T_TMP/out" "run fmnist-train-cuda" "... naming the program that has it"
+    t_skip "fmnist-train-cuda is not built (needs nvcc and cuBLAS)"
+else
+    t_skip "fmnist-train is not built (no OpenBLAS)"
 fi
 
 t_run 60 "$DDLRUN" -n 2 "$DDLBENCH" allreduce -m cuda -b 8 -e 4M -f 16 -n 3 -w 1 -c 1
