@@ -225,14 +225,18 @@ ddl_status_t ddl_gpu_wait(cudaEvent_t ev, ddl_comm_t *comm, const char *what)
         }
         ddl_status_t st = DDL_OK;
 #ifdef HAVE_NCCL
-        st = ddl_nccl_check();
+        st = ddl_nccl_check(); /* a NCCL failure aborts the world */
 #endif
         ddl_agent_notice();
         if (st == DDL_OK && ddl_is_aborted(comm))
             st = ddl_comm_check_abort(comm);
         if (st != DDL_OK) {
 #ifdef HAVE_NCCL
-            ddl_nccl_abort(); /* its kernels would wait for peers forever */
+            /* its kernels would wait for peers forever; only with the world
+             * (a split communicator's abort leaves the node's NCCL alone:
+             * every rank of the node must keep the same paths) */
+            if (atomic_load(&ddl_ctx.world.aborted))
+                ddl_nccl_abort();
 #endif
             return st;
         }

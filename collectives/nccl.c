@@ -112,7 +112,12 @@ ddl_status_t ddl_nccl_check(void)
         return ddl_fail(DDL_ERR_TRANSPORT, "NCCL: cannot read the communicator's state");
     if (state == ncclSuccess || state == ncclInProgress)
         return DDL_OK;
-    return nccl_fail(state, "collective inside the node");
+    ddl_status_t st = nccl_fail(state, "collective inside the node");
+    /* the node's ranks can no longer run the same paths: the world ends
+     * (under an agent, the job restarts) */
+    ddl_comm_abort(&ddl_ctx.world, ddl_last_error());
+    ddl_nccl_abort();
+    return ddl_fail(st, "%s", ddl_ctx.world.abort_reason);
 }
 
 void ddl_nccl_abort(void)
@@ -160,7 +165,12 @@ static ddl_status_t settle(ncclResult_t r, ddl_comm_t *comm, const char *what)
         }
         sched_yield();
     }
-    return r == ncclSuccess ? DDL_OK : nccl_fail(r, what);
+    if (r == ncclSuccess)
+        return DDL_OK;
+    ddl_status_t st = nccl_fail(r, what);
+    ddl_comm_abort(&ddl_ctx.world, ddl_last_error()); /* as in ddl_nccl_check */
+    ddl_nccl_abort();
+    return ddl_fail(st, "%s", ddl_ctx.world.abort_reason);
 }
 
 static int nccl_type(ddl_dtype_t t, ncclDataType_t *o)

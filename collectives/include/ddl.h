@@ -161,9 +161,11 @@ ddl_status_t ddl_heartbeat(int64_t step);
  * with the buffers when it completes; work on other streams must be
  * synchronised by the caller or go through ddl_*_stream() below.  Every
  * wait polls, so ddl_comm_abort() and the agents' failure notices end a
- * GPU collective too (the NCCL communicator is aborted with ncclCommAbort
- * and the device path is then staged).  A CUDA failure gives DDL_ERR_CUDA,
- * a NCCL failure DDL_ERR_TRANSPORT (DDL_ERR_PEER for a remote one).
+ * GPU collective too (an abort of the world also aborts the node's NCCL
+ * communicator with ncclCommAbort, so its kernels end).  A CUDA failure
+ * gives DDL_ERR_CUDA, a NCCL failure DDL_ERR_TRANSPORT (DDL_ERR_PEER for a
+ * remote one) and aborts the world (the node's ranks could no longer keep
+ * the same paths).
  * Environment: DDL_NCCL=0 leaves NCCL out (staged instead);
  * DDL_GPU_CHUNK_BYTES (4096-1 GiB, default 4 MiB) is the pipeline chunk.
  * Managed memory is treated as host memory. */
