@@ -396,6 +396,8 @@ static ddl_status_t staged(const ddl_opdesc_t *d, int send_dev, int recv_dev)
     ddl_status_t st = DDL_OK;
     ddl_opdesc_t h = *d;
     extents(d, &sbytes, &rbytes, &recv_in);
+    ddl_debug("%s of %zu elements on device memory: staged through host memory",
+              ddl_opkind_str(d->kind), d->count);
     if ((st = ddl_gpu_follow(d, ddl_gpu.s_d2h)) != DDL_OK)
         return st;
     if (send_dev && sbytes) {

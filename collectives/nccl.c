@@ -314,6 +314,9 @@ static ddl_status_t hier_allreduce(const ddl_opdesc_t *d, ncclDataType_t t)
         return st;
     const size_t ce = ddl_gpu_chunk_elems(len, es, ddl_gpu.chunk_bytes, DDL_GPU_MAX_CHUNKS);
     const int nchunks = len ? (int)((len + ce - 1) / ce) : 0;
+    ddl_debug("allreduce of %zu bytes on device memory: hierarchical, %d local rank(s), "
+              "block %zu bytes in %d chunk(s) over %d nodes", count * es, L, len * es, nchunks,
+              ddl_ctx.cross.size);
     for (int k = 0; k < nchunks && e == cudaSuccess; k++) {
         const size_t c0 = (size_t)k * ce, cl = c0 + ce <= len ? ce : len - c0;
         e = cudaMemcpyAsync(host + c0 * es, rb + (off + c0) * es, cl * es, cudaMemcpyDeviceToHost,
@@ -367,6 +370,8 @@ int ddl_nccl_execute(const ddl_opdesc_t *d, ddl_status_t *st)
         return 0;
     const int one_node = ddl_ctx.node.size == ddl_ctx.world.size;
     if (one_node && nc && agreed) {
+        ddl_debug("%s of %zu elements on device memory: NCCL inside the node",
+                  ddl_opkind_str(d->kind), d->count);
         *st = d->count ? node_collective(d, t) : DDL_OK;
         return 1;
     }

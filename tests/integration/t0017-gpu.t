@@ -47,8 +47,10 @@ if [ -x "$GPUCHECK" ]; then
         t_skip "gpu-check on device memory: no usable GPU here (${why:-?})"
     else
         t_status $rc 0 "gpu-check on 2 ranks of one node (NCCL with 2 GPUs, else staged)" "$T_TMP/err"
-        t_run 180 "$DDLRUN" -n 2 --nodes 2 "$GPUCHECK"
-        t_status $? 0 "gpu-check on 2 emulated nodes of 1 rank: the hierarchical path" "$T_TMP/err"
+        DDL_LOG_LEVEL=debug DDL_GPU_CHUNK_BYTES=65536 t_run 180 "$DDLRUN" -n 2 --nodes 2 "$GPUCHECK"
+        t_status $? 0 "gpu-check on 2 emulated nodes of 1 rank (64 KiB chunks)" "$T_TMP/err"
+        t_like "$T_TMP/err" "allreduce of [0-9]+ bytes on device memory: hierarchical, 1 local rank\(s\), block [0-9]+ bytes in 64 chunk\(s\) over 2 nodes" \
+            "... the allreduces took the pipelined hierarchical path"
         t_run 180 "$DDLRUN" -n 4 --nodes 2 "$GPUCHECK"
         t_status $? 0 "gpu-check on 2 emulated nodes of 2 ranks" "$T_TMP/err"
         DDL_NCCL=0 t_run 180 "$DDLRUN" -n 2 "$GPUCHECK"
