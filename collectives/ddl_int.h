@@ -347,6 +347,8 @@ void ddl_agent_notice(void);
 #define DDL_GPU_REC_MAX (20 + DDL_NCCL_ID_BYTES)
 #define DDL_GPU_REC_NCCL 0x1u   /* this rank can join its node's NCCL communicator */
 #define DDL_GPU_REC_ID 0x2u     /* set by the encoder: the NCCL id follows */
+#define DDL_GPU_REC_DIRECT 0x4u /* this rank's UCX moves CUDA memory and it has
+                                 * device reductions: GPU-direct rings */
 typedef struct {
     int32_t pci_domain, pci_bus, pci_device; /* this rank's GPU */
     uint32_t flags;                          /* DDL_GPU_REC_* */
@@ -359,10 +361,11 @@ int ddl_gpu_rec_decode(const uint8_t *in, size_t len, ddl_gpu_rec_t *r, const ui
 /* ddl_gpu_plan: from every world rank's GPU record (recs[i] NULL or lens[i]
  * 0 for none): whether my_node can form a NCCL communicator (every rank of
  * it has its own GPU, at least two ranks, local rank 0 sent the id: nccl_id
- * points into recs), whether any node or every node can.  The same answer
- * on every rank. */
+ * points into recs), whether any node or every node can, and whether every
+ * rank can run GPU-direct rings (direct_all).  The same answer on every
+ * rank. */
 typedef struct {
-    int nccl_node, nccl_any, nccl_all;
+    int nccl_node, nccl_any, nccl_all, direct_all;
     const uint8_t *nccl_id;
 } ddl_gpu_plan_t;
 void ddl_gpu_plan(int n, const int *node_of, const int *local_of, const uint8_t *const *recs,

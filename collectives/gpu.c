@@ -43,8 +43,8 @@ typedef struct retired {
 static struct {
     void *p;
     size_t len;
-} pinned[3];
-static retired_t *retired;
+} pinned[3], dev_scratch;
+static retired_t *retired, *retired_dev;
 
 ddl_status_t ddl_gpu_cuda_fail(cudaError_t e, const char *what)
 {
@@ -59,7 +59,15 @@ ddl_status_t ddl_gpu_init(void)
     const char *s;
     memset(&ddl_gpu, 0, sizeof ddl_gpu);
     ddl_gpu.nccl_wanted = 1;
+    ddl_gpu.direct_wanted = 1;
     ddl_gpu.chunk_bytes = DDL_GPU_CHUNK_BYTES_DEFAULT;
+    if ((s = getenv("DDL_GPU_DIRECT")) && *s) {
+        if (ddl_parse_long(s, 0, 1, &v) < 0)
+            return ddl_fail(DDL_ERR_INVALID, "DDL_GPU_DIRECT='%s' is not 0 or 1 (1, the default: "
+                            "device buffers travel between nodes without host copies when "
+                            "every rank's UCX moves CUDA memory)", s);
+        ddl_gpu.direct_wanted = (int)v;
+    }
     if ((s = getenv("DDL_NCCL")) && *s) {
         if (ddl_parse_long(s, 0, 1, &v) < 0)
             return ddl_fail(DDL_ERR_INVALID, "DDL_NCCL='%s' is not 0 or 1 (1, the default: use "
@@ -127,6 +135,16 @@ void ddl_gpu_fini(void)
         cudaFreeHost(r->p);
         free(r);
     }
+    while (retired_dev) {
+        retired_t *r = retired_dev;
+        retired_dev = r->next;
+        cudaFree(r->p);
+        free(r);
+    }
+    if (dev_scratch.p)
+        cudaFree(dev_scratch.p);
+    dev_scratch.p = NULL;
+    dev_scratch.len = 0;
     destroy_streams();
     ddl_gpu.count = 0;
 }
@@ -199,6 +217,33 @@ void *ddl_gpu_pinned(int slot, size_t len, ddl_status_t *st)
     }
     pinned[slot].p = p;
     pinned[slot].len = want;
+    return p;
+}
+
+void *ddl_gpu_dev_scratch(size_t len, ddl_status_t *st)
+{
+    if (len <= dev_scratch.len && dev_scratch.p)
+        return dev_scratch.p;
+    size_t want = len < 2 * dev_scratch.len ? 2 * dev_scratch.len : len;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, want ? want : 1);
+    if (e != cudaSuccess) {
+        *st = ddl_gpu_cuda_fail(e, "cudaMalloc of device scratch");
+        return NULL;
+    }
+    if (dev_scratch.p) {
+        retired_t *r = malloc(sizeof *r);
+        if (!r) {
+            cudaFree(p);
+            *st = ddl_fail(DDL_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        r->p = dev_scratch.p;
+        r->next = retired_dev;
+        retired_dev = r;
+    }
+    dev_scratch.p = p;
+    dev_scratch.len = want;
     return p;
 }
 
@@ -475,29 +520,34 @@ int ddl_gpu_execute(const ddl_opdesc_t *d, ddl_status_t *st)
 
 size_t ddl_gpu_boot_record(uint8_t *out, size_t cap)
 {
-#ifdef HAVE_NCCL
     int bus = 0, domain = 0, device = 0;
+#ifdef HAVE_NCCL
     uint8_t id[DDL_NCCL_ID_BYTES];
-    if (ddl_gpu.count <= 0 || !ddl_gpu.nccl_wanted || ddl_ctx.local_size < 2)
+#endif
+    const uint8_t *idp = NULL;
+    if (ddl_gpu.count <= 0)
         return 0;
     if (cudaDeviceGetAttribute(&bus, cudaDevAttrPciBusId, ddl_gpu.dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&domain, cudaDevAttrPciDomainId, ddl_gpu.dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&device, cudaDevAttrPciDeviceId, ddl_gpu.dev) != cudaSuccess) {
         (void)cudaGetLastError();
-        ddl_warn("rank %d: cannot read device %d's PCI address: NCCL is left out on this node",
-                 ddl_ctx.rank, ddl_gpu.dev);
+        ddl_warn("rank %d: cannot read device %d's PCI address: NCCL and GPU-direct are left "
+                 "out", ddl_ctx.rank, ddl_gpu.dev);
         return 0;
     }
-    ddl_gpu_rec_t r = {.pci_domain = domain, .pci_bus = bus, .pci_device = device,
-                       .flags = DDL_GPU_REC_NCCL};
-    if (ddl_ctx.local_rank == 0 && ddl_nccl_record(id) < 0)
-        return 0; /* no id: the node goes without NCCL */
-    return ddl_gpu_rec_encode(&r, ddl_ctx.local_rank == 0 ? id : NULL, out, cap);
-#else
-    (void)out;
-    (void)cap;
-    return 0;
+    ddl_gpu_rec_t r = {.pci_domain = domain, .pci_bus = bus, .pci_device = device, .flags = 0};
+#ifdef HAVE_NCCL
+    if (ddl_gpu.nccl_wanted && ddl_ctx.local_size > 1 &&
+        (ddl_ctx.local_rank != 0 || ddl_nccl_record(id) == 0)) {
+        r.flags |= DDL_GPU_REC_NCCL; /* without local rank 0's id the node goes without */
+        idp = ddl_ctx.local_rank == 0 ? id : NULL;
+    }
 #endif
+#if defined(HAVE_NCCL) && defined(HAVE_GPU_KERNELS)
+    if (ddl_gpu.direct_wanted && ddl_ctx.ucx_cuda)
+        r.flags |= DDL_GPU_REC_DIRECT;
+#endif
+    return ddl_gpu_rec_encode(&r, idp, out, cap);
 }
 
 ddl_status_t ddl_gpu_boot(int n, const int *node_of, const int *local_of,
@@ -509,6 +559,10 @@ ddl_status_t ddl_gpu_boot(int n, const int *node_of, const int *local_of,
     ddl_gpu.nccl_any = p.nccl_any;
     ddl_gpu.nccl_all = p.nccl_all;
     ddl_gpu.nccl_node = p.nccl_node;
+    ddl_gpu.direct = p.direct_all;
+    if (p.direct_all)
+        ddl_debug("rank %d: every rank's UCX moves CUDA memory: GPU-direct rings between nodes",
+                  ddl_ctx.rank);
     if (!p.nccl_node)
         return DDL_OK;
     ddl_status_t st = ddl_gpu_setup();

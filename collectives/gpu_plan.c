@@ -2,10 +2,11 @@
  * apart so that unit tests check them everywhere: the GPU record each rank
  * adds to the bootstrap exchange, which nodes can form a NCCL communicator
  * (every rank of the node has its own GPU and local rank 0 sent the NCCL
- * unique id), and how the hierarchical allreduce cuts a buffer into the
- * local ranks' blocks and the blocks into pipeline chunks.  Every rank
- * computes the same answers from the same exchange, so no further message
- * is needed to agree on them.
+ * unique id), whether every rank can run GPU-direct rings, and how the
+ * hierarchical allreduce cuts a buffer into the local ranks' blocks and
+ * the blocks into pipeline chunks.  Every rank computes the same answers
+ * from the same exchange, so no further message is needed to agree on
+ * them.
  */
 #include "config.h"
 
@@ -89,6 +90,14 @@ void ddl_gpu_plan(int n, const int *node_of, const int *local_of, const uint8_t 
 {
     memset(p, 0, sizeof *p);
     p->nccl_all = 1;
+    p->direct_all = n > 0;
+    for (int i = 0; i < n; i++) {
+        ddl_gpu_rec_t r;
+        const uint8_t *id;
+        if (!recs[i] || ddl_gpu_rec_decode(recs[i], lens[i], &r, &id) < 0 ||
+            !(r.flags & DDL_GPU_REC_DIRECT))
+            p->direct_all = 0;
+    }
     for (int i = 0; i < n; i++) {
         if (local_of[i] != 0)
             continue; /* one look per node, from its local rank 0 */

@@ -18,7 +18,10 @@
  *      allreduced over UCX on the ring of the local ranks q of every node
  *      (one ring per local rank, on its own NIC where the placement gave it
  *      one) and copied back: the copies to the host, the network and the
- *      host reductions of different chunks overlap;
+ *      host reductions of different chunks overlap.  GPU-direct instead,
+ *      when every rank's UCX moves CUDA memory and libddl has its device
+ *      kernels (gpu_reduce.cu): the same ring on the device block, UCX
+ *      sending device memory, received blocks reduced on the device;
  *   3. NCCL allgather of the blocks inside the node.
  * Block q is reduced once by NCCL, then in the ring's fixed order, then
  * only copied, so every rank ends with the same bits.
@@ -265,6 +268,112 @@ static ddl_status_t node_collective(const ddl_opdesc_t *d, ncclDataType_t t)
     return ddl_gpu_wait_stream(s, d->comm, "NCCL collective inside the node");
 }
 
+#ifdef HAVE_GPU_KERNELS
+/* direct_ring: allreduce of buf (count elements of device memory) over the
+ * cross communicator c, UCX moving the device memory itself (GPU-direct):
+ * a ring reduce-scatter whose received blocks are reduced on the device,
+ * DDL_AVG's division of the finished block, then a ring allgather in
+ * place.  Blocks as ddl_block_off; each block is reduced in the ring's
+ * fixed order, then only copied, so every rank gets the same bits. */
+static ddl_status_t direct_ring(ddl_comm_t *c, char *buf, size_t count, ddl_dtype_t dt,
+                                ddl_op_t op, int divisor)
+{
+    const int n = c->size, r = c->rank, right = (r + 1) % n, left = (r + n - 1) % n;
+    const size_t es = ddl_dtype_size(dt);
+    const uint32_t seq = c->seq++;
+    ddl_status_t st = DDL_OK;
+    if (n == 1 || count == 0)
+        return DDL_OK;
+    char *tmp = ddl_gpu_dev_scratch(ddl_block_off(count, n, 1) * es, &st);
+    if (!tmp)
+        return st;
+#define BLK(b, o, l)                                                        \
+    do {                                                                    \
+        o = ddl_block_off(count, n, (b));                                   \
+        l = ddl_block_off(count, n, (b) + 1) - o;                           \
+    } while (0)
+    size_t so, sl, ro, rl;
+    for (int step = 0; step < n - 1; step++) {
+        BLK((r - step + n) % n, so, sl);
+        BLK((r - step - 1 + n) % n, ro, rl);
+        if ((st = ddl_tl_sendrecv(c, seq, right, buf + so * es, sl * es, left, tmp, rl * es)) !=
+            DDL_OK)
+            return st;
+        if (ddl_gpu_reduce_launch(buf + ro * es, tmp, rl, (int)dt, (int)op, ddl_gpu.s_main) < 0)
+            return ddl_gpu_cuda_fail(cudaGetLastError(), "GPU-direct ring: reduction kernel");
+        /* the next step sends this block: wait for the kernel */
+        if ((st = ddl_gpu_wait_stream(ddl_gpu.s_main, c, "GPU-direct ring: reduction")) != DDL_OK)
+            return st;
+    }
+    BLK((r + 1) % n, ro, rl); /* this rank's finished block */
+    if (op == DDL_AVG &&
+        (ddl_gpu_scale_launch(buf + ro * es, rl, (int)dt, divisor, ddl_gpu.s_main) < 0 ||
+         (st = ddl_gpu_wait_stream(ddl_gpu.s_main, c, "GPU-direct ring: average")) != DDL_OK))
+        return st != DDL_OK ? st : ddl_gpu_cuda_fail(cudaGetLastError(), "GPU-direct ring: average");
+    for (int step = 0; step < n - 1; step++) {
+        BLK((r + 1 - step + n) % n, so, sl);
+        BLK((r - step + n) % n, ro, rl);
+        if ((st = ddl_tl_sendrecv(c, seq, right, buf + so * es, sl * es, left, buf + ro * es,
+                                  rl * es)) != DDL_OK)
+            return st;
+    }
+#undef BLK
+    return DDL_OK;
+}
+#endif
+
+/* staged_block: phase 2 through pinned host memory: the block (len
+ * elements at blk, on the device, once s_main's work is done) goes to the
+ * host in chunks, each chunk is allreduced on the cross ring and copied
+ * back while the next travels; s_main then waits for the last copy. */
+static ddl_status_t staged_block(const ddl_opdesc_t *d, char *blk, size_t len)
+{
+    const size_t es = ddl_dtype_size(d->dtype);
+    ddl_status_t st = DDL_OK;
+    cudaError_t e = cudaEventRecord(ddl_gpu.ev_step, ddl_gpu.s_main);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(ddl_gpu.s_d2h, ddl_gpu.ev_step, 0);
+    if (e != cudaSuccess)
+        return ddl_gpu_cuda_fail(e, "allreduce: ordering the copies after the reduce-scatter");
+    char *host = ddl_gpu_pinned(2, len * es, &st);
+    if (!host)
+        return st;
+    const size_t ce = ddl_gpu_chunk_elems(len, es, ddl_gpu.chunk_bytes, DDL_GPU_MAX_CHUNKS);
+    const int nchunks = len ? (int)((len + ce - 1) / ce) : 0;
+    ddl_debug("allreduce of %zu bytes on device memory: hierarchical, %d local rank(s), "
+              "block %zu bytes in %d chunk(s) over %d nodes", d->count * es, ddl_ctx.node.size,
+              len * es, nchunks, ddl_ctx.cross.size);
+    for (int k = 0; k < nchunks && e == cudaSuccess; k++) {
+        const size_t c0 = (size_t)k * ce, cl = c0 + ce <= len ? ce : len - c0;
+        e = cudaMemcpyAsync(host + c0 * es, blk + c0 * es, cl * es, cudaMemcpyDeviceToHost,
+                            ddl_gpu.s_d2h);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(ddl_gpu.ev_chunk[k], ddl_gpu.s_d2h);
+    }
+    if (e != cudaSuccess)
+        return ddl_gpu_cuda_fail(e, "allreduce: copying the block to the host");
+    /* local rank q's block has the same length on every node, so the ranks
+     * of one cross ring make the same sequence of ring calls */
+    for (int k = 0; k < nchunks; k++) {
+        const size_t c0 = (size_t)k * ce, cl = c0 + ce <= len ? ce : len - c0;
+        if ((st = ddl_gpu_wait(ddl_gpu.ev_chunk[k], d->comm, "allreduce: copy to the host")) !=
+                DDL_OK ||
+            (st = ddl_ring_allreduce_part(&ddl_ctx.cross, host + c0 * es, cl, d->dtype, d->op,
+                                          ddl_ctx.world.size)) != DDL_OK)
+            return st;
+        e = cudaMemcpyAsync(blk + c0 * es, host + c0 * es, cl * es, cudaMemcpyHostToDevice,
+                            ddl_gpu.s_h2d);
+        if (e != cudaSuccess)
+            return ddl_gpu_cuda_fail(e, "allreduce: copying the block back to the device");
+    }
+    e = cudaEventRecord(ddl_gpu.ev_step, ddl_gpu.s_h2d);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(ddl_gpu.s_main, ddl_gpu.ev_step, 0);
+    return e == cudaSuccess ? DDL_OK
+                            : ddl_gpu_cuda_fail(e, "allreduce: ordering the allgather after the "
+                                                   "copies");
+}
+
 /* hier_allreduce: the three phases of the header comment. */
 static ddl_status_t hier_allreduce(const ddl_opdesc_t *d, ncclDataType_t t)
 {
@@ -300,51 +409,26 @@ static ddl_status_t hier_allreduce(const ddl_opdesc_t *d, ncclDataType_t t)
     } else if (sb != rb) {
         e = cudaMemcpyAsync(rb, sb, count * es, cudaMemcpyDeviceToDevice, ddl_gpu.s_main);
     }
-    if (e == cudaSuccess)
-        e = cudaEventRecord(ddl_gpu.ev_step, ddl_gpu.s_main);
-    if (e == cudaSuccess)
-        e = cudaStreamWaitEvent(ddl_gpu.s_d2h, ddl_gpu.ev_step, 0);
     if (e != cudaSuccess)
-        return ddl_gpu_cuda_fail(e, "allreduce: ordering the copies after the reduce-scatter");
+        return ddl_gpu_cuda_fail(e, "allreduce: copying the input");
 
-    /* 2. this rank's block across nodes, chunk by chunk */
+    /* 2. this rank's block across nodes */
     ddl_gpu_block(count, L, q, &off, &len);
-    char *host = ddl_gpu_pinned(2, len * es, &st);
-    if (!host)
+#ifdef HAVE_GPU_KERNELS
+    if (ddl_gpu.direct) {
+        ddl_debug("allreduce of %zu bytes on device memory: hierarchical, %d local rank(s), "
+                  "block %zu bytes GPU-direct over %d nodes", count * es, L, len * es,
+                  ddl_ctx.cross.size);
+        st = ddl_gpu_wait_stream(ddl_gpu.s_main, comm, "allreduce: reduce-scatter inside the "
+                                 "node");
+        if (st == DDL_OK)
+            st = direct_ring(&ddl_ctx.cross, rb + off * es, len, d->dtype, d->op,
+                             ddl_ctx.world.size);
+    } else
+#endif
+        st = staged_block(d, rb + off * es, len);
+    if (st != DDL_OK)
         return st;
-    const size_t ce = ddl_gpu_chunk_elems(len, es, ddl_gpu.chunk_bytes, DDL_GPU_MAX_CHUNKS);
-    const int nchunks = len ? (int)((len + ce - 1) / ce) : 0;
-    ddl_debug("allreduce of %zu bytes on device memory: hierarchical, %d local rank(s), "
-              "block %zu bytes in %d chunk(s) over %d nodes", count * es, L, len * es, nchunks,
-              ddl_ctx.cross.size);
-    for (int k = 0; k < nchunks && e == cudaSuccess; k++) {
-        const size_t c0 = (size_t)k * ce, cl = c0 + ce <= len ? ce : len - c0;
-        e = cudaMemcpyAsync(host + c0 * es, rb + (off + c0) * es, cl * es, cudaMemcpyDeviceToHost,
-                            ddl_gpu.s_d2h);
-        if (e == cudaSuccess)
-            e = cudaEventRecord(ddl_gpu.ev_chunk[k], ddl_gpu.s_d2h);
-    }
-    if (e != cudaSuccess)
-        return ddl_gpu_cuda_fail(e, "allreduce: copying the block to the host");
-    for (int k = 0; k < nchunks; k++) {
-        const size_t c0 = (size_t)k * ce, cl = c0 + ce <= len ? ce : len - c0;
-        if ((st = ddl_gpu_wait(ddl_gpu.ev_chunk[k], comm, "allreduce: copy to the host")) !=
-                DDL_OK ||
-            (st = ddl_ring_allreduce_part(&ddl_ctx.cross, host + c0 * es, cl, d->dtype, d->op,
-                                          ddl_ctx.world.size)) != DDL_OK)
-            return st;
-        e = cudaMemcpyAsync(rb + (off + c0) * es, host + c0 * es, cl * es,
-                            cudaMemcpyHostToDevice, ddl_gpu.s_h2d);
-        if (e != cudaSuccess)
-            return ddl_gpu_cuda_fail(e, "allreduce: copying the block back to the device");
-    }
-    /* local rank q's block has the same length on every node, so the ranks
-     * of one cross ring make the same sequence of ring calls */
-    e = cudaEventRecord(ddl_gpu.ev_step, ddl_gpu.s_h2d);
-    if (e == cudaSuccess)
-        e = cudaStreamWaitEvent(ddl_gpu.s_main, ddl_gpu.ev_step, 0);
-    if (e != cudaSuccess)
-        return ddl_gpu_cuda_fail(e, "allreduce: ordering the allgather after the copies");
 
     /* 3. allgather inside the node */
     if (L > 1) {

@@ -149,7 +149,10 @@ ddl_status_t ddl_heartbeat(int64_t step);
  *   - an allreduce on the world across nodes with the same number of ranks
  *     on each: hierarchical (NCCL reduce-scatter inside the node, each
  *     rank's block through pinned host memory to an inter-node ring over
- *     UCX, pipelined in DDL_GPU_CHUNK_BYTES chunks, NCCL allgather);
+ *     UCX, pipelined in DDL_GPU_CHUNK_BYTES chunks, NCCL allgather); when
+ *     every rank's UCX moves CUDA memory (and libddl was built with nvcc),
+ *     GPU-direct instead: the inter-node ring sends the device block
+ *     itself and reduces on the device;
  *   - anything else (several ranks sharing a GPU, split communicators,
  *     mixed host and device buffers): staged, the input copied to pinned
  *     host memory, the host algorithm, the result copied back.
@@ -166,7 +169,8 @@ ddl_status_t ddl_heartbeat(int64_t step);
  * gives DDL_ERR_CUDA, a NCCL failure DDL_ERR_TRANSPORT (DDL_ERR_PEER for a
  * remote one) and aborts the world (the node's ranks could no longer keep
  * the same paths).
- * Environment: DDL_NCCL=0 leaves NCCL out (staged instead);
+ * Environment: DDL_NCCL=0 leaves NCCL out (staged instead); DDL_GPU_DIRECT=0
+ * keeps device buffers off UCX (host staging between nodes);
  * DDL_GPU_CHUNK_BYTES (4096-1 GiB, default 4 MiB) is the pipeline chunk.
  * Managed memory is treated as host memory. */
 int ddl_gpu_count(void);

@@ -2,12 +2,13 @@
 # t0017-gpu: CUDA device memory, CUDA streams and NCCL in libddl.  Here (no
 # GPU) it checks what can be checked: libddl links the CUDA runtime and
 # NCCL when configure found them, ddl_init works and the host collectives
-# are right with them, a CUDA stream gets DDL_ERR_CUDA, bad DDL_NCCL and
-# DDL_GPU_CHUNK_BYTES values are refused, and ddl-bench -m cuda and
+# are right with them, a CUDA stream gets DDL_ERR_CUDA, bad DDL_NCCL,
+# DDL_GPU_CHUNK_BYTES and DDL_GPU_DIRECT values are refused, and ddl-bench -m cuda and
 # gpu-check say plainly that there is no usable GPU (exit status 77).  With
 # a GPU it runs gpu-check (every collective on device memory, the _stream
 # calls, an abort) on 2 ranks of one node, on 2 emulated nodes of one rank
-# (the hierarchical path) and of two ranks, and with DDL_NCCL=0, then
+# (the hierarchical path, GPU-direct or not) and of two ranks, and with
+# DDL_NCCL=0, then
 # fmnist-train-cuda --device cuda on 2 ranks (replicas agree, accuracy)
 # and ddl-bench -m cuda.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
@@ -33,7 +34,7 @@ t_is $? 0 "host collectives with this build: coll-check on 2 ranks passes"
 why=$(sed -n 's/.*CUDA: no usable GPU (\(.*\)): every buffer is host memory.*/\1/p' "$T_TMP/err" | head -1)
 
 if [ -x "$GPUCHECK" ]; then
-    for bad in "DDL_NCCL=2" "DDL_GPU_CHUNK_BYTES=12"; do
+    for bad in "DDL_NCCL=2" "DDL_GPU_CHUNK_BYTES=12" "DDL_GPU_DIRECT=yes"; do
         env "$bad" "$DDLRUN" -n 1 "$COLL_CHECK" --quick >"$T_TMP/bad.out" 2>&1
         t_like "$T_TMP/bad.out" "${bad%%=*}='${bad#*=}' is not" "$bad: ddl_init refuses it, naming the variable"
     done
@@ -49,8 +50,12 @@ if [ -x "$GPUCHECK" ]; then
         t_status $rc 0 "gpu-check on 2 ranks of one node (NCCL with 2 GPUs, else staged)" "$T_TMP/err"
         DDL_LOG_LEVEL=debug DDL_GPU_CHUNK_BYTES=65536 t_run 180 "$DDLRUN" -n 2 --nodes 2 "$GPUCHECK"
         t_status $? 0 "gpu-check on 2 emulated nodes of 1 rank (64 KiB chunks)" "$T_TMP/err"
-        t_like "$T_TMP/err" "allreduce of [0-9]+ bytes on device memory: hierarchical, 1 local rank\(s\), block [0-9]+ bytes in 64 chunk\(s\) over 2 nodes" \
-            "... the allreduces took the pipelined hierarchical path"
+        t_like "$T_TMP/err" "allreduce of [0-9]+ bytes on device memory: hierarchical, 1 local rank\(s\), block [0-9]+ bytes (in 64 chunk\(s\)|GPU-direct) over 2 nodes" \
+            "... the allreduces took the hierarchical path (GPU-direct if UCX moves CUDA memory)"
+        DDL_LOG_LEVEL=debug DDL_GPU_DIRECT=0 t_run 180 "$DDLRUN" -n 2 --nodes 2 "$GPUCHECK"
+        t_status $? 0 "gpu-check on 2 emulated nodes of 1 rank, DDL_GPU_DIRECT=0" "$T_TMP/err"
+        t_like "$T_TMP/err" "hierarchical, 1 local rank\(s\), block [0-9]+ bytes in [0-9]+ chunk\(s\)" \
+            "... the blocks went through pinned host memory in chunks"
         t_run 180 "$DDLRUN" -n 4 --nodes 2 "$GPUCHECK"
         t_status $? 0 "gpu-check on 2 emulated nodes of 2 ranks" "$T_TMP/err"
         DDL_NCCL=0 t_run 180 "$DDLRUN" -n 2 "$GPUCHECK"

@@ -1,8 +1,8 @@
 /* t_gpu_plan.c: the GPU path's decisions that need no GPU (gpu_plan.c):
  * the bootstrap GPU record round trip and its malformed forms, which nodes
  * may form a NCCL communicator (own GPU per rank, at least two ranks, the
- * id from local rank 0), and the hierarchical allreduce's blocks and
- * pipeline chunks. */
+ * id from local rank 0), when every rank runs GPU-direct rings, and the
+ * hierarchical allreduce's blocks and pipeline chunks. */
 #include "config.h"
 
 #include <stdint.h>
@@ -15,6 +15,8 @@ static uint8_t buf[16][DDL_GPU_REC_MAX];
 static const uint8_t *recs[16];
 static size_t lens[16];
 
+static uint32_t extra_flags; /* added to the records rec() makes */
+
 /* rec: rank i's record: GPU pci bus `bus` (0: none), with the id if `id`. */
 static void rec(int i, int bus, int id)
 {
@@ -25,7 +27,8 @@ static void rec(int i, int bus, int id)
         lens[i] = 0;
         return;
     }
-    ddl_gpu_rec_t r = {.pci_domain = 0, .pci_bus = bus, .pci_device = 0, .flags = DDL_GPU_REC_NCCL};
+    ddl_gpu_rec_t r = {.pci_domain = 0, .pci_bus = bus, .pci_device = 0,
+                       .flags = DDL_GPU_REC_NCCL | extra_flags};
     lens[i] = ddl_gpu_rec_encode(&r, id ? nid : NULL, buf[i], sizeof buf[i]);
     recs[i] = buf[i];
 }
@@ -93,6 +96,21 @@ int main(void)
     rec(1, 2, 1);
     ddl_gpu_plan(2, two_nodes, single_local, recs, lens, 0, &p);
     ok(!p.nccl_node && !p.nccl_any, "one rank per node: no communicator of one");
+
+    /* GPU-direct: only when every rank's record says so */
+    extra_flags = DDL_GPU_REC_DIRECT;
+    rec(0, 1, 1), rec(1, 2, 0), rec(2, 1, 1), rec(3, 2, 0);
+    ddl_gpu_plan(4, node_of, local_of, recs, lens, 0, &p);
+    ok(p.direct_all && p.nccl_all, "every rank's UCX moves CUDA memory: GPU-direct everywhere");
+    extra_flags = 0;
+    rec(3, 2, 0);
+    ddl_gpu_plan(4, node_of, local_of, recs, lens, 0, &p);
+    ok(!p.direct_all && p.nccl_all, "one rank without it: no GPU-direct anywhere, NCCL kept");
+    rec(3, 0, 0);
+    extra_flags = DDL_GPU_REC_DIRECT;
+    ddl_gpu_plan(4, node_of, local_of, recs, lens, 0, &p);
+    ok(!p.direct_all, "one rank without a GPU: no GPU-direct");
+    extra_flags = 0;
 
     /* blocks: NCCL's equal blocks, the remainder on the last */
     int good = 1;
