@@ -161,6 +161,26 @@ ddl_status_t ddl_execute_host(const ddl_opdesc_t *d)
 
 /* run_blocking: inline while no progress thread exists, else through it so
  * that the posting order is kept. */
+/* post: queue d for the progress thread; device buffers (and a CUDA
+ * stream) get their ordering point recorded here, at posting time. */
+static ddl_status_t post(const ddl_opdesc_t *d, ddl_request_t **req)
+{
+#ifdef HAVE_CUDA
+    ddl_opdesc_t q = *d;
+    ddl_status_t st = ddl_gpu_stream_prepare(&q);
+    if (st != DDL_OK)
+        return st;
+    if ((st = ddl_engine_post(&q, req)) != DDL_OK)
+        ddl_gpu_stream_done(&q); /* release the stream and the event */
+    return st;
+#else
+    if (d->stream)
+        return ddl_fail(DDL_ERR_CUDA, "a CUDA stream was given, but this libddl was built "
+                        "without CUDA (configure --with-cuda)");
+    return ddl_engine_post(d, req);
+#endif
+}
+
 static ddl_status_t run_blocking(const ddl_opdesc_t *d)
 {
     ddl_status_t st;
@@ -170,7 +190,7 @@ static ddl_status_t run_blocking(const ddl_opdesc_t *d)
         return st;
     if (!ddl_ctx.eng.started)
         return ddl_execute(d);
-    if ((st = ddl_engine_post(d, &req)) != DDL_OK)
+    if ((st = post(d, &req)) != DDL_OK)
         return st;
     st = ddl_wait(req, -1);
     ddl_request_free(req);
@@ -186,32 +206,14 @@ static ddl_status_t run_nonblocking(const ddl_opdesc_t *d, ddl_request_t **req)
     *req = NULL;
     if ((st = ddl_validate(d)) != DDL_OK)
         return st;
-    return ddl_engine_post(d, req);
+    return post(d, req);
 }
 
 /* run_stream: a non-blocking call ordered on a CUDA stream (NULL: none). */
 static ddl_status_t run_stream(ddl_opdesc_t *d, void *stream, ddl_request_t **req)
 {
-    ddl_status_t st;
-    if (!stream)
-        return run_nonblocking(d, req);
-    ddl_clear_error();
-    if (!req)
-        return ddl_fail(DDL_ERR_INVALID, "request pointer is NULL");
-    *req = NULL;
-    if ((st = ddl_validate(d)) != DDL_OK)
-        return st;
-#ifdef HAVE_CUDA
     d->stream = stream;
-    if ((st = ddl_gpu_stream_prepare(d)) != DDL_OK)
-        return st;
-    if ((st = ddl_engine_post(d, req)) != DDL_OK)
-        ddl_gpu_stream_done(d); /* release the stream */
-    return st;
-#else
-    return ddl_fail(DDL_ERR_CUDA, "a CUDA stream was given, but this libddl was built "
-                    "without CUDA (configure --with-cuda)");
-#endif
+    return run_nonblocking(d, req);
 }
 
 #define ALLREDUCE_DESC                                                       \

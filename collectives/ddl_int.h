@@ -168,6 +168,8 @@ ddl_status_t ddl_execute(const ddl_opdesc_t *d);
 ddl_status_t ddl_execute_host(const ddl_opdesc_t *d);
 /* ddl_engine_post: queue d for the progress thread (started on first use). */
 ddl_status_t ddl_engine_post(const ddl_opdesc_t *d, ddl_request_t **req);
+/* ddl_engine_in_progress_thread: the caller is the progress thread. */
+int ddl_engine_in_progress_thread(void);
 /* ddl_engine_stop: finish queued requests and join the thread. */
 void ddl_engine_stop(void);
 /* ddl_engine_abort_queued: complete every queued (not yet running) request
@@ -344,7 +346,7 @@ void ddl_agent_notice(void);
  * local rank 0, the NCCL unique id of that node's communicator.  The id thus
  * travels through the agents' allgather, never through PMIx. */
 #define DDL_NCCL_ID_BYTES 128   /* sizeof(ncclUniqueId) */
-#define DDL_GPU_REC_MAX (20 + DDL_NCCL_ID_BYTES)
+#define DDL_GPU_REC_MAX (24 + DDL_NCCL_ID_BYTES)
 #define DDL_GPU_REC_NCCL 0x1u   /* this rank can join its node's NCCL communicator */
 #define DDL_GPU_REC_ID 0x2u     /* set by the encoder: the NCCL id follows */
 #define DDL_GPU_REC_DIRECT 0x4u /* this rank's UCX moves CUDA memory and it has
@@ -352,6 +354,7 @@ void ddl_agent_notice(void);
 typedef struct {
     int32_t pci_domain, pci_bus, pci_device; /* this rank's GPU */
     uint32_t flags;                          /* DDL_GPU_REC_* */
+    uint32_t chunk_bytes;                    /* its DDL_GPU_CHUNK_BYTES */
 } ddl_gpu_rec_t;
 /* ddl_gpu_rec_encode: r (and nccl_id, DDL_NCCL_ID_BYTES, or NULL) into out;
  * returns the length, 0 if cap is too small.  ddl_gpu_rec_decode: the
@@ -361,11 +364,15 @@ int ddl_gpu_rec_decode(const uint8_t *in, size_t len, ddl_gpu_rec_t *r, const ui
 /* ddl_gpu_plan: from every world rank's GPU record (recs[i] NULL or lens[i]
  * 0 for none): whether my_node can form a NCCL communicator (every rank of
  * it has its own GPU, at least two ranks, local rank 0 sent the id: nccl_id
- * points into recs), whether any node or every node can, and whether every
- * rank can run GPU-direct rings (direct_all).  The same answer on every
- * rank. */
+ * points into recs), whether any node or every node can, whether every
+ * rank can run GPU-direct rings (direct_all), whether every rank's local
+ * rank is its place among its node's ranks in world order (world_ordered:
+ * NCCL ranks are then world ranks on one node), and the smallest pipeline
+ * chunk any rank asked for (chunk_bytes, 0 if no record), so that the
+ * ranks of a ring cut the same chunks.  The same answer on every rank. */
 typedef struct {
-    int nccl_node, nccl_any, nccl_all, direct_all;
+    int nccl_node, nccl_any, nccl_all, direct_all, world_ordered;
+    uint32_t chunk_bytes;
     const uint8_t *nccl_id;
 } ddl_gpu_plan_t;
 void ddl_gpu_plan(int n, const int *node_of, const int *local_of, const uint8_t *const *recs,
@@ -400,6 +407,9 @@ size_t ddl_gpu_chunk_elems(size_t len, size_t es, size_t chunk_bytes, int max_ch
  * stream's later work until the operation completes; ddl_gpu_stream_done
  * (whoever completes the request, exactly once) releases the stream. */
 #ifdef HAVE_CUDA
+/* ddl_gpu_stream_prepare also serves plain calls queued for the progress
+ * thread (d->stream NULL): with device buffers it records the legacy
+ * default stream's point at posting time in d->stream_ev. */
 ddl_status_t ddl_gpu_init(void);
 void ddl_gpu_fini(void);
 int ddl_gpu_on_device(const void *p);

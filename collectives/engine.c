@@ -105,6 +105,11 @@ void ddl_engine_abort_queued(ddl_comm_t *comm)
     pthread_mutex_unlock(&ENG.mu);
 }
 
+int ddl_engine_in_progress_thread(void)
+{
+    return ENG.started && pthread_equal(pthread_self(), ENG.thread);
+}
+
 ddl_status_t ddl_engine_post(const ddl_opdesc_t *d, ddl_request_t **req)
 {
     ddl_status_t st;

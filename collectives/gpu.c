@@ -226,9 +226,11 @@ void *ddl_gpu_dev_scratch(size_t len, ddl_status_t *st)
         return dev_scratch.p;
     size_t want = len < 2 * dev_scratch.len ? 2 * dev_scratch.len : len;
     void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, want ? want : 1);
+    /* stream-ordered: a plain cudaMalloc may synchronise the device, which
+     * must not wait on a stream that libddl itself holds */
+    cudaError_t e = cudaMallocAsync(&p, want ? want : 1, ddl_gpu.s_main);
     if (e != cudaSuccess) {
-        *st = ddl_gpu_cuda_fail(e, "cudaMalloc of device scratch");
+        *st = ddl_gpu_cuda_fail(e, "cudaMallocAsync of device scratch");
         return NULL;
     }
     if (dev_scratch.p) {
@@ -341,6 +343,19 @@ ddl_status_t ddl_gpu_stream_prepare(ddl_opdesc_t *d)
 {
     cudaError_t e;
     cudaEvent_t ev;
+    if (!d->stream) {
+        /* a plain call queued for the progress thread: it follows the
+         * legacy default stream as of now, not as of when it runs (by then
+         * that stream may wait on a later _stream call's gate) */
+        if (ddl_gpu.count <= 0 ||
+            (!ddl_gpu_on_device(d->sendbuf) && !ddl_gpu_on_device(d->recvbuf)))
+            return DDL_OK;
+        if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != cudaSuccess ||
+            (e = cudaEventRecord(ev, cudaStreamLegacy)) != cudaSuccess)
+            return ddl_gpu_cuda_fail(e, "recording the default stream's point");
+        d->stream_ev = ev;
+        return DDL_OK;
+    }
     if (ddl_gpu.count <= 0)
         return ddl_fail(DDL_ERR_CUDA, "a CUDA stream was given, but libddl sees no usable GPU "
                         "(%s)", ddl_gpu.none_why);
@@ -370,17 +385,32 @@ ddl_status_t ddl_gpu_stream_prepare(ddl_opdesc_t *d)
     return DDL_OK;
 }
 
-void ddl_gpu_stream_done(ddl_opdesc_t *d)
+static void gate_open(gate_t *g)
 {
-    gate_t *g = d->stream_gate;
-    if (!g)
-        return;
-    cudaEventDestroy((cudaEvent_t)d->stream_ev); /* freed once its wait is over */
-    d->stream_ev = d->stream_gate = NULL;
     pthread_mutex_lock(&g->mu);
     g->open = 1;
     pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
+}
+
+/* The gate of the operation running in this thread, if any. */
+static __thread gate_t *running_gate;
+
+void ddl_gpu_release_stream(void)
+{
+    if (running_gate)
+        gate_open(running_gate); /* ddl_gpu_stream_done() still unrefs it */
+}
+
+void ddl_gpu_stream_done(ddl_opdesc_t *d)
+{
+    gate_t *g = d->stream_gate;
+    if (d->stream_ev)
+        cudaEventDestroy((cudaEvent_t)d->stream_ev); /* freed once its wait is over */
+    d->stream_ev = d->stream_gate = NULL;
+    if (!g)
+        return;
+    gate_open(g);
     gate_unref(g);
 }
 
@@ -461,7 +491,7 @@ static ddl_status_t staged(const ddl_opdesc_t *d, int send_dev, int recv_dev)
             return st;
         h.recvbuf = hr;
     }
-    if (!sbytes && !(recv_dev && rbytes && recv_in)) {
+    if (!(send_dev && sbytes) && !(recv_dev && rbytes && recv_in)) {
         /* nothing copied yet: the host buffers must still follow the stream */
         if ((st = ddl_gpu_wait_stream(ddl_gpu.s_d2h, d->comm, "waiting for the caller's "
                                       "stream")) != DDL_OK)
@@ -512,8 +542,26 @@ int ddl_gpu_execute(const ddl_opdesc_t *d, ddl_status_t *st)
         *st = ddl_gpu_cuda_fail(e, "making this rank's GPU current");
         return 1;
     }
+    running_gate = d->stream_gate;
     *st = run_on_device(d, send_dev, recv_dev);
-    if (cur != ddl_gpu.dev)
+    if (*st != DDL_OK && ddl_gpu.ready) {
+        /* nothing of this operation may still write into the caller's
+         * buffers once it is reported: stop NCCL if the world is over (its
+         * kernels would never end), then let the copies finish */
+#ifdef HAVE_NCCL
+        if (atomic_load(&ddl_ctx.world.aborted))
+            ddl_nccl_abort();
+#endif
+        cudaStreamSynchronize(ddl_gpu.s_main);
+        cudaStreamSynchronize(ddl_gpu.s_d2h);
+        cudaStreamSynchronize(ddl_gpu.s_h2d);
+        (void)cudaGetLastError();
+    }
+    running_gate = NULL;
+    /* the caller's device back, but not in the progress thread: there
+     * cudaGetDevice said 0 without a context, and making device 0 current
+     * would create one on a GPU that is not this rank's */
+    if (cur != ddl_gpu.dev && !ddl_engine_in_progress_thread())
         cudaSetDevice(cur);
     return 1;
 }
@@ -535,7 +583,8 @@ size_t ddl_gpu_boot_record(uint8_t *out, size_t cap)
                  "out", ddl_ctx.rank, ddl_gpu.dev);
         return 0;
     }
-    ddl_gpu_rec_t r = {.pci_domain = domain, .pci_bus = bus, .pci_device = device, .flags = 0};
+    ddl_gpu_rec_t r = {.pci_domain = domain, .pci_bus = bus, .pci_device = device, .flags = 0,
+                       .chunk_bytes = (uint32_t)ddl_gpu.chunk_bytes};
 #ifdef HAVE_NCCL
     if (ddl_gpu.nccl_wanted && ddl_ctx.local_size > 1 &&
         (ddl_ctx.local_rank != 0 || ddl_nccl_record(id) == 0)) {
@@ -544,8 +593,15 @@ size_t ddl_gpu_boot_record(uint8_t *out, size_t cap)
     }
 #endif
 #if defined(HAVE_NCCL) && defined(HAVE_GPU_KERNELS)
-    if (ddl_gpu.direct_wanted && ddl_ctx.ucx_cuda)
-        r.flags |= DDL_GPU_REC_DIRECT;
+    if (ddl_gpu.direct_wanted && ddl_ctx.ucx_cuda) {
+        cudaError_t e = ddl_gpu_kernels_check();
+        if (e == cudaSuccess)
+            r.flags |= DDL_GPU_REC_DIRECT;
+        else
+            ddl_warn("rank %d: libddl's device reductions cannot run on device %d (%s): no "
+                     "GPU-direct rings", ddl_ctx.rank, ddl_gpu.dev, cudaGetErrorString(e));
+        (void)cudaGetLastError();
+    }
 #endif
     return ddl_gpu_rec_encode(&r, idp, out, cap);
 }
@@ -560,6 +616,9 @@ ddl_status_t ddl_gpu_boot(int n, const int *node_of, const int *local_of,
     ddl_gpu.nccl_all = p.nccl_all;
     ddl_gpu.nccl_node = p.nccl_node;
     ddl_gpu.direct = p.direct_all;
+    ddl_gpu.world_ordered = p.world_ordered;
+    if (p.chunk_bytes)
+        ddl_gpu.chunk_bytes = p.chunk_bytes; /* every rank cuts the same chunks */
     if (p.direct_all)
         ddl_debug("rank %d: every rank's UCX moves CUDA memory: GPU-direct rings between nodes",
                   ddl_ctx.rank);

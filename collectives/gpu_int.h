@@ -22,6 +22,7 @@ typedef struct {
     int nccl_all;           /* ... every node should (after ddl_gpu_agree: has) */
     int direct_wanted;      /* DDL_GPU_DIRECT (default 1) */
     int direct;             /* every rank runs GPU-direct rings (the plan) */
+    int world_ordered;      /* local ranks in world order on every node (the plan) */
     int ready;              /* streams and events below exist */
     cudaStream_t s_main;    /* NCCL and device-to-device work, ordered */
     cudaStream_t s_d2h;     /* device to pinned host copies */
@@ -48,17 +49,26 @@ ddl_status_t ddl_gpu_setup(void);
  * itself holds. */
 void *ddl_gpu_pinned(int slot, size_t len, ddl_status_t *st);
 
+/* ddl_gpu_release_stream: let the caller's stream of the operation running
+ * in this thread go on now (before a call that may synchronise the device,
+ * such as ncclCommAbort, on the way out of an aborted operation). */
+void ddl_gpu_release_stream(void);
+
 /* ddl_gpu_dev_scratch: device scratch of at least len bytes, grown on
  * demand (outgrown ones are freed at ddl_gpu_fini(), as pinned buffers). */
 void *ddl_gpu_dev_scratch(size_t len, ddl_status_t *st);
 
 #ifdef HAVE_GPU_KERNELS
 /* gpu_reduce.cu: inout[i] = in[i] op inout[i] on device memory (reduce.c's
- * arithmetic), and DDL_AVG's division; queued on s.  0, or -1 for a type
- * or op not covered or a launch failure (cudaGetLastError says which). */
-int ddl_gpu_reduce_launch(void *inout, const void *in, size_t n, int dtype, int op,
-                          cudaStream_t s);
-int ddl_gpu_scale_launch(void *buf, size_t n, int dtype, double divisor, cudaStream_t s);
+ * arithmetic), and DDL_AVG's division; queued on s.  cudaSuccess, the
+ * launch's error, or cudaErrorInvalidValue for a type not covered.
+ * ddl_gpu_kernels_check: cudaSuccess if the current device can run them
+ * (the library holds an image or PTX for its architecture). */
+cudaError_t ddl_gpu_reduce_launch(void *inout, const void *in, size_t n, int dtype, int op,
+                                  cudaStream_t s);
+cudaError_t ddl_gpu_scale_launch(void *buf, size_t n, int dtype, double divisor,
+                                 cudaStream_t s);
+cudaError_t ddl_gpu_kernels_check(void);
 #endif
 
 /* ddl_gpu_follow: make stream s wait for d's inputs: the point recorded on

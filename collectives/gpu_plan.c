@@ -18,8 +18,8 @@
 
 size_t ddl_gpu_rec_encode(const ddl_gpu_rec_t *r, const void *nccl_id, uint8_t *out, size_t cap)
 {
-    uint32_t w[5] = {REC_MAGIC, (uint32_t)r->pci_domain, (uint32_t)r->pci_bus,
-                     (uint32_t)r->pci_device, r->flags & ~DDL_GPU_REC_ID};
+    uint32_t w[6] = {REC_MAGIC,        (uint32_t)r->pci_domain,     (uint32_t)r->pci_bus,
+                     (uint32_t)r->pci_device, r->flags & ~DDL_GPU_REC_ID, r->chunk_bytes};
     size_t need = sizeof w + (nccl_id ? DDL_NCCL_ID_BYTES : 0);
     if (need > cap)
         return 0;
@@ -33,7 +33,7 @@ size_t ddl_gpu_rec_encode(const ddl_gpu_rec_t *r, const void *nccl_id, uint8_t *
 
 int ddl_gpu_rec_decode(const uint8_t *in, size_t len, ddl_gpu_rec_t *r, const uint8_t **nccl_id)
 {
-    uint32_t w[5];
+    uint32_t w[6];
     *nccl_id = NULL;
     if (len < sizeof w)
         return -1;
@@ -44,6 +44,7 @@ int ddl_gpu_rec_decode(const uint8_t *in, size_t len, ddl_gpu_rec_t *r, const ui
     r->pci_bus = (int32_t)w[2];
     r->pci_device = (int32_t)w[3];
     r->flags = w[4];
+    r->chunk_bytes = w[5];
     if (w[4] & DDL_GPU_REC_ID) {
         if (len != sizeof w + DDL_NCCL_ID_BYTES)
             return -1;
@@ -91,12 +92,20 @@ void ddl_gpu_plan(int n, const int *node_of, const int *local_of, const uint8_t 
     memset(p, 0, sizeof *p);
     p->nccl_all = 1;
     p->direct_all = n > 0;
+    p->world_ordered = 1;
     for (int i = 0; i < n; i++) {
         ddl_gpu_rec_t r;
         const uint8_t *id;
-        if (!recs[i] || ddl_gpu_rec_decode(recs[i], lens[i], &r, &id) < 0 ||
-            !(r.flags & DDL_GPU_REC_DIRECT))
+        int valid = recs[i] && ddl_gpu_rec_decode(recs[i], lens[i], &r, &id) == 0;
+        if (!valid || !(r.flags & DDL_GPU_REC_DIRECT))
             p->direct_all = 0;
+        if (valid && r.chunk_bytes && (!p->chunk_bytes || r.chunk_bytes < p->chunk_bytes))
+            p->chunk_bytes = r.chunk_bytes;
+        int idx = 0; /* i's place among its node's ranks, in world order */
+        for (int j = 0; j < i; j++)
+            idx += node_of[j] == node_of[i];
+        if (local_of[i] != idx)
+            p->world_ordered = 0;
     }
     for (int i = 0; i < n; i++) {
         if (local_of[i] != 0)

@@ -98,11 +98,11 @@ static unsigned blocks(size_t n)
     return (unsigned)((n + THREADS - 1) / THREADS);
 }
 
-extern "C" int ddl_gpu_reduce_launch(void *inout, const void *in, size_t n, int dtype, int op,
-                                     cudaStream_t s)
+extern "C" cudaError_t ddl_gpu_reduce_launch(void *inout, const void *in, size_t n, int dtype,
+                                             int op, cudaStream_t s)
 {
     if (n == 0)
-        return 0;
+        return cudaSuccess;
     const unsigned b = blocks(n);
     switch (dtype) {
     case T_F32: k_reduce<float, float><<<b, THREADS, 0, s>>>((float *)inout, (const float *)in, n, op); break;
@@ -122,22 +122,31 @@ extern "C" int ddl_gpu_reduce_launch(void *inout, const void *in, size_t n, int 
     case T_F16: k_reduce_f16<<<b, THREADS, 0, s>>>((__half *)inout, (const __half *)in, n, op); break;
     case T_BF16: k_reduce_bf16<<<b, THREADS, 0, s>>>((__nv_bfloat16 *)inout, (const __nv_bfloat16 *)in, n, op); break;
     case T_U8: k_reduce<uint8_t, uint32_t><<<b, THREADS, 0, s>>>((uint8_t *)inout, (const uint8_t *)in, n, op); break;
-    default: return -1;
+    default: return cudaErrorInvalidValue;
     }
-    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+    return cudaGetLastError();
 }
 
-extern "C" int ddl_gpu_scale_launch(void *buf, size_t n, int dtype, double divisor, cudaStream_t s)
+extern "C" cudaError_t ddl_gpu_scale_launch(void *buf, size_t n, int dtype, double divisor,
+                                            cudaStream_t s)
 {
     if (n == 0)
-        return 0;
+        return cudaSuccess;
     const unsigned b = blocks(n);
     switch (dtype) {
     case T_F32: k_scale_f32<<<b, THREADS, 0, s>>>((float *)buf, n, (float)divisor); break;
     case T_F64: k_scale_f64<<<b, THREADS, 0, s>>>((double *)buf, n, divisor); break;
     case T_F16: k_scale_f16<<<b, THREADS, 0, s>>>((__half *)buf, n, (float)divisor); break;
     case T_BF16: k_scale_bf16<<<b, THREADS, 0, s>>>((__nv_bfloat16 *)buf, n, (float)divisor); break;
-    default: return -1;
+    default: return cudaErrorInvalidValue;
     }
-    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+    return cudaGetLastError();
+}
+
+/* ddl_gpu_kernels_check: whether this device can run the kernels (an
+ * image or PTX for its architecture is in the library). */
+extern "C" cudaError_t ddl_gpu_kernels_check(void)
+{
+    struct cudaFuncAttributes a;
+    return cudaFuncGetAttributes(&a, k_reduce<float, float>);
 }

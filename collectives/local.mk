@@ -40,8 +40,9 @@ endif
 # shared library, a copy for the static one.
 EXTRA_DIST += collectives/gpu_reduce.cu
 if HAVE_GPU_KERNELS
-DDL_NVCC_ARCH = -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-                -gencode arch=compute_100,code=compute_100
+# Turing, Ampere, Hopper, and PTX for later GPUs (CUDA 13 has no Volta)
+DDL_NVCC_ARCH = -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
+                -gencode arch=compute_90,code=sm_90 -gencode arch=compute_100,code=compute_100
 collectives_libddl_la_LIBADD += collectives/gpu_reduce.lo -lstdc++
 EXTRA_collectives_libddl_la_DEPENDENCIES = collectives/gpu_reduce.lo
 CLEANFILES += collectives/gpu_reduce.lo collectives/gpu_reduce.o collectives/.libs/gpu_reduce.o

@@ -128,6 +128,9 @@ void ddl_nccl_abort(void)
     if (!nc)
         return;
     ddl_debug("rank %d: aborting the node's NCCL communicator", ddl_ctx.rank);
+    /* ncclCommAbort frees device memory, which may synchronise the device:
+     * the caller's stream must not be waiting for this operation then */
+    ddl_gpu_release_stream();
     ncclCommAbort(nc);
     nc = NULL;
     agreed = 0;
@@ -211,8 +214,8 @@ static int all_device(const ddl_opdesc_t *d)
     case DDL_OPK_BCAST:
         return ddl_gpu_on_device(d->recvbuf);
     case DDL_OPK_REDUCE:
-        if (!d->recvbuf)
-            return send && !in_place && d->comm->rank != d->root;
+        if (!in_place && d->comm->rank != d->root)
+            return send; /* recvbuf is not used here (ddl.h) */
         return send && ddl_gpu_on_device(d->recvbuf);
     case DDL_OPK_BARRIER:
         return 0;
@@ -258,7 +261,7 @@ static ddl_status_t node_collective(const ddl_opdesc_t *d, ncclDataType_t t)
         r = ncclAllGather(in_place ? rb + (size_t)rank * n * es : sb, rb, n, t, nc, s);
         break;
     case DDL_OPK_REDUCE:
-        r = ncclReduce(sb, rb, n, t, nccl_op(d->op), d->root, nc, s);
+        r = ncclReduce(sb, rank == d->root ? rb : NULL, n, t, nccl_op(d->op), d->root, nc, s);
         break;
     case DDL_OPK_BARRIER:
         return ddl_fail(DDL_ERR_INTERNAL, "barrier on the NCCL path");
@@ -299,17 +302,22 @@ static ddl_status_t direct_ring(ddl_comm_t *c, char *buf, size_t count, ddl_dtyp
         if ((st = ddl_tl_sendrecv(c, seq, right, buf + so * es, sl * es, left, tmp, rl * es)) !=
             DDL_OK)
             return st;
-        if (ddl_gpu_reduce_launch(buf + ro * es, tmp, rl, (int)dt, (int)op, ddl_gpu.s_main) < 0)
-            return ddl_gpu_cuda_fail(cudaGetLastError(), "GPU-direct ring: reduction kernel");
+        cudaError_t e = ddl_gpu_reduce_launch(buf + ro * es, tmp, rl, (int)dt, (int)op,
+                                              ddl_gpu.s_main);
+        if (e != cudaSuccess)
+            return ddl_gpu_cuda_fail(e, "GPU-direct ring: reduction kernel");
         /* the next step sends this block: wait for the kernel */
         if ((st = ddl_gpu_wait_stream(ddl_gpu.s_main, c, "GPU-direct ring: reduction")) != DDL_OK)
             return st;
     }
     BLK((r + 1) % n, ro, rl); /* this rank's finished block */
-    if (op == DDL_AVG &&
-        (ddl_gpu_scale_launch(buf + ro * es, rl, (int)dt, divisor, ddl_gpu.s_main) < 0 ||
-         (st = ddl_gpu_wait_stream(ddl_gpu.s_main, c, "GPU-direct ring: average")) != DDL_OK))
-        return st != DDL_OK ? st : ddl_gpu_cuda_fail(cudaGetLastError(), "GPU-direct ring: average");
+    if (op == DDL_AVG) {
+        cudaError_t e = ddl_gpu_scale_launch(buf + ro * es, rl, (int)dt, divisor, ddl_gpu.s_main);
+        if (e != cudaSuccess)
+            return ddl_gpu_cuda_fail(e, "GPU-direct ring: average kernel");
+        if ((st = ddl_gpu_wait_stream(ddl_gpu.s_main, c, "GPU-direct ring: average")) != DDL_OK)
+            return st;
+    }
     for (int step = 0; step < n - 1; step++) {
         BLK((r + 1 - step + n) % n, so, sl);
         BLK((r - step + n) % n, ro, rl);
@@ -453,7 +461,7 @@ int ddl_nccl_execute(const ddl_opdesc_t *d, ddl_status_t *st)
         !all_device(d))
         return 0;
     const int one_node = ddl_ctx.node.size == ddl_ctx.world.size;
-    if (one_node && nc && agreed) {
+    if (one_node && nc && agreed && ddl_gpu.world_ordered) { /* NCCL rank = world rank */
         ddl_debug("%s of %zu elements on device memory: NCCL inside the node",
                   ddl_opkind_str(d->kind), d->count);
         *st = d->count ? node_collective(d, t) : DDL_OK;

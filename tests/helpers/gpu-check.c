@@ -9,7 +9,8 @@
  * bf16 sum) on counts that do not divide by the local ranks, bcast,
  * allgather and reduce-scatter (both in place and not), reduce; random
  * floats allreduced to the same bits on every rank; the _stream calls
- * ordered between copies on a non-blocking stream; and, last, an abort
+ * ordered between copies on a non-blocking stream, and after a plain
+ * non-blocking call on the legacy default stream; and, last, an abort
  * while a device allreduce waits for ranks that never come.  Which path ran
  * (NCCL, hierarchical, staged) is libddl's choice; DDL_LOG_LEVEL=debug
  * shows it.  Exit status 0 only if every check passed on every rank.
@@ -172,18 +173,23 @@ static void check_others(size_t n)
         check(good, what);
     }
 
-    /* reduce to rank 0 (recvbuf NULL elsewhere) */
-    for (size_t i = 0; i < n; i++)
-        h[i] = (rank + 1) * (int32_t)(i % 5);
-    cu(cudaMemcpy(d2, h, n * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-    good = ddl_reduce(w, d2, rank == 0 ? d : NULL, n, DDL_INT32, DDL_SUM, 0) == DDL_OK;
-    if (rank == 0) {
-        cu(cudaMemcpy(h, d, n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    /* reduce to rank 0: recvbuf NULL elsewhere, then a host buffer there
+     * (not used on those ranks, so it must not change the path) */
+    for (int hostrecv = 0; hostrecv < 2; hostrecv++) {
         for (size_t i = 0; i < n; i++)
-            good &= h[i] == size * (size + 1) / 2 * (int32_t)(i % 5);
+            h[i] = (rank + 1) * (int32_t)(i % 5);
+        cu(cudaMemcpy(d2, h, n * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+        good = ddl_reduce(w, d2, rank == 0 ? (void *)d : hostrecv ? (void *)h : NULL, n,
+                          DDL_INT32, DDL_SUM, 0) == DDL_OK;
+        if (rank == 0) {
+            cu(cudaMemcpy(h, d, n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+            for (size_t i = 0; i < n; i++)
+                good &= h[i] == size * (size + 1) / 2 * (int32_t)(i % 5);
+        }
+        snprintf(what, sizeof what, "reduce of %zu int32 to rank 0 on device memory (%s "
+                 "elsewhere)", n, hostrecv ? "a host recvbuf" : "recvbuf NULL");
+        check(good, what);
     }
-    snprintf(what, sizeof what, "reduce of %zu int32 to rank 0 on device memory", n);
-    check(good, what);
     cudaFree(d);
     cudaFree(d2);
     free(h);
@@ -249,6 +255,40 @@ static void check_stream(size_t n)
     cudaFree(g);
     cudaFreeHost(h);
     cudaStreamDestroy(s);
+}
+
+/* a plain non-blocking device allreduce, then one on the legacy default
+ * stream: the first must not wait on the second's hold of that stream */
+static void check_plain_then_stream(size_t n)
+{
+    float *h = malloc(n * 4), *d1 = dev_alloc(n * 4), *d2 = dev_alloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        h[i] = (float)in_val(rank, i);
+    cu(cudaMemcpy(d1, h, n * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+    cu(cudaMemcpy(d2, h, n * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+    ddl_request_t *r1 = NULL, *r2 = NULL;
+    ddl_status_t s1 = ddl_iallreduce(ddl_comm_world(), DDL_IN_PLACE, d1, n, DDL_FLOAT32, DDL_SUM, &r1);
+    ddl_status_t s2 = ddl_iallreduce_stream(ddl_comm_world(), DDL_IN_PLACE, d2, n, DDL_FLOAT32,
+                                            DDL_SUM, cudaStreamLegacy, &r2);
+    int good = s1 == DDL_OK && s2 == DDL_OK && ddl_wait(r1, 60000) == DDL_OK &&
+               ddl_wait(r2, 60000) == DDL_OK;
+    cu(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
+    for (int k = 0; k < 2 && good; k++) {
+        cu(cudaMemcpy(h, k ? d2 : d1, n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+        for (size_t i = 0; i < n; i++) {
+            int want = 0;
+            for (int q = 0; q < size; q++)
+                want += in_val(q, i);
+            good &= h[i] == (float)want;
+        }
+    }
+    ddl_request_free(r1);
+    ddl_request_free(r2);
+    check(good, "a plain ddl_iallreduce, then one on the legacy default stream: both complete, "
+                "both right");
+    cudaFree(d1);
+    cudaFree(d2);
+    free(h);
 }
 
 static void *aborter(void *arg)
@@ -327,6 +367,7 @@ int main(void)
     check_identical((1 << 20) + 5);
     check_stream(4097);
     check_stream((1 << 20) + 1);
+    check_plain_then_stream(65537);
     check_abort();
     ddl_finalize();
     return check_failures ? 1 : 0;

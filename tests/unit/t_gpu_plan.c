@@ -1,8 +1,9 @@
 /* t_gpu_plan.c: the GPU path's decisions that need no GPU (gpu_plan.c):
  * the bootstrap GPU record round trip and its malformed forms, which nodes
  * may form a NCCL communicator (own GPU per rank, at least two ranks, the
- * id from local rank 0), when every rank runs GPU-direct rings, and the
- * hierarchical allreduce's blocks and pipeline chunks. */
+ * id from local rank 0), when every rank runs GPU-direct rings, the
+ * agreed pipeline chunk, local ranks in world order, and the hierarchical
+ * allreduce's blocks and pipeline chunks. */
 #include "config.h"
 
 #include <stdint.h>
@@ -28,7 +29,8 @@ static void rec(int i, int bus, int id)
         return;
     }
     ddl_gpu_rec_t r = {.pci_domain = 0, .pci_bus = bus, .pci_device = 0,
-                       .flags = DDL_GPU_REC_NCCL | extra_flags};
+                       .flags = DDL_GPU_REC_NCCL | extra_flags,
+                       .chunk_bytes = (uint32_t)(1u << 20) * (uint32_t)(i + 1)};
     lens[i] = ddl_gpu_rec_encode(&r, id ? nid : NULL, buf[i], sizeof buf[i]);
     recs[i] = buf[i];
 }
@@ -36,26 +38,27 @@ static void rec(int i, int bus, int id)
 int main(void)
 {
     plan(NO_PLAN);
-    ddl_gpu_rec_t r = {.pci_domain = 1, .pci_bus = 0x3b, .pci_device = 2, .flags = DDL_GPU_REC_NCCL},
+    ddl_gpu_rec_t r = {.pci_domain = 1, .pci_bus = 0x3b, .pci_device = 2, .flags = DDL_GPU_REC_NCCL,
+                       .chunk_bytes = 65536},
                   back;
     uint8_t id[DDL_NCCL_ID_BYTES], out[DDL_GPU_REC_MAX];
     const uint8_t *idp;
     memset(id, 0xab, sizeof id);
     size_t n = ddl_gpu_rec_encode(&r, id, out, sizeof out);
-    is(n, (size_t)DDL_GPU_REC_MAX, "a record with the NCCL id: 20 + 128 bytes");
+    is(n, (size_t)DDL_GPU_REC_MAX, "a record with the NCCL id: 24 + 128 bytes");
     ok(ddl_gpu_rec_decode(out, n, &back, &idp) == 0 && back.pci_domain == 1 &&
            back.pci_bus == 0x3b && back.pci_device == 2 && (back.flags & DDL_GPU_REC_NCCL) &&
-           idp == out + 20 && memcmp(idp, id, sizeof id) == 0,
+           idp == out + 24 && back.chunk_bytes == 65536 && memcmp(idp, id, sizeof id) == 0,
        "... decodes to the same GPU and id");
     n = ddl_gpu_rec_encode(&r, NULL, out, sizeof out);
-    ok(n == 20 && ddl_gpu_rec_decode(out, n, &back, &idp) == 0 && idp == NULL &&
+    ok(n == 24 && ddl_gpu_rec_decode(out, n, &back, &idp) == 0 && idp == NULL &&
            !(back.flags & DDL_GPU_REC_ID),
-       "a record without the id: 20 bytes, no id");
+       "a record without the id: 24 bytes, no id");
     ok(ddl_gpu_rec_encode(&r, id, out, 100) == 0, "encoding into too small a buffer fails");
-    ok(ddl_gpu_rec_decode(out, 19, &back, &idp) < 0, "a truncated record is refused");
-    ok(ddl_gpu_rec_decode(out, 21, &back, &idp) < 0, "a record with trailing bytes is refused");
+    ok(ddl_gpu_rec_decode(out, 23, &back, &idp) < 0, "a truncated record is refused");
+    ok(ddl_gpu_rec_decode(out, 25, &back, &idp) < 0, "a record with trailing bytes is refused");
     out[0] ^= 1;
-    ok(ddl_gpu_rec_decode(out, 20, &back, &idp) < 0, "a record with a bad magic is refused");
+    ok(ddl_gpu_rec_decode(out, 24, &back, &idp) < 0, "a record with a bad magic is refused");
 
     /* 2 nodes x 2 ranks, each with its own GPU: NCCL on both */
     int node_of[6] = {0, 0, 1, 1, 2, 2}, local_of[6] = {0, 1, 0, 1, 0, 1};
@@ -63,7 +66,9 @@ int main(void)
     rec(0, 1, 1), rec(1, 2, 0), rec(2, 1, 1), rec(3, 2, 0);
     ddl_gpu_plan(4, node_of, local_of, recs, lens, 1, &p);
     ok(p.nccl_node && p.nccl_any && p.nccl_all, "2 nodes, a GPU per rank: NCCL on every node");
-    ok(p.nccl_id == recs[2] + 20 && p.nccl_id[0] == 0x42, "... node 1 uses its local rank 0's id");
+    ok(p.world_ordered, "... local ranks in world order");
+    is(p.chunk_bytes, 1u << 20, "... the smallest chunk any rank asked for (1 MiB of 1-4 MiB)");
+    ok(p.nccl_id == recs[2] + 24 && p.nccl_id[0] == 0x42, "... node 1 uses its local rank 0's id");
     ddl_gpu_plan(4, node_of, local_of, recs, lens, 0, &p);
     ok(p.nccl_id && p.nccl_id[0] == 0x40, "... node 0 its own");
 
@@ -96,6 +101,10 @@ int main(void)
     rec(1, 2, 1);
     ddl_gpu_plan(2, two_nodes, single_local, recs, lens, 0, &p);
     ok(!p.nccl_node && !p.nccl_any, "one rank per node: no communicator of one");
+
+    int swapped[4] = {1, 0, 0, 1};
+    ddl_gpu_plan(4, node_of, swapped, recs, lens, 0, &p);
+    ok(!p.world_ordered, "local ranks not in world order: world_ordered is 0");
 
     /* GPU-direct: only when every rank's record says so */
     extra_flags = DDL_GPU_REC_DIRECT;
