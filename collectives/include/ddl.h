@@ -171,7 +171,8 @@ ddl_status_t ddl_heartbeat(int64_t step);
  * the same paths).
  * Environment: DDL_NCCL=0 leaves NCCL out (staged instead); DDL_GPU_DIRECT=0
  * keeps device buffers off UCX (host staging between nodes);
- * DDL_GPU_CHUNK_BYTES (4096-1 GiB, default 4 MiB) is the pipeline chunk.
+ * DDL_GPU_CHUNK_BYTES (4096-1 GiB, default 4 MiB) is the pipeline chunk
+ * (the smallest any rank asked for).
  * Managed memory is treated as host memory. */
 int ddl_gpu_count(void);
 
@@ -296,7 +297,9 @@ ddl_status_t ddl_ireduce(ddl_comm_t *comm, const void *sendbuf, void *recvbuf, s
  * complete; completion is also seen through the request (ddl_test(),
  * ddl_wait()), which the caller frees as usual.  The stream is held by a
  * host function (cudaLaunchHostFunc) until the operation completes,
- * aborted or failed included, so a stream never waits forever on libddl.
+ * aborted or failed included, so a stream never waits forever on libddl
+ * (CUDA may run host functions one at a time: the program's own, on other
+ * streams, may wait behind it).
  * Buffers may be host or device memory.  Errors: those of ddl_i*(), and
  * DDL_ERR_CUDA when no GPU is usable (or libddl was built without CUDA) or
  * the stream cannot be used; then nothing was queued on the stream. */
