@@ -159,8 +159,6 @@ ddl_status_t ddl_execute_host(const ddl_opdesc_t *d)
     return ddl_fail(DDL_ERR_INTERNAL, "unknown operation kind %d", (int)d->kind);
 }
 
-/* run_blocking: inline while no progress thread exists, else through it so
- * that the posting order is kept. */
 /* post: queue d for the progress thread; device buffers (and a CUDA
  * stream) get their ordering point recorded here, at posting time. */
 static ddl_status_t post(const ddl_opdesc_t *d, ddl_request_t **req)
@@ -181,6 +179,8 @@ static ddl_status_t post(const ddl_opdesc_t *d, ddl_request_t **req)
 #endif
 }
 
+/* run_blocking: inline while no progress thread exists, else through it so
+ * that the posting order is kept. */
 static ddl_status_t run_blocking(const ddl_opdesc_t *d)
 {
     ddl_status_t st;

@@ -30,11 +30,10 @@ static ddl_status_t comm_init(ddl_comm_t *c, const int *world, int n, uint16_t i
 }
 
 /* hier_shape_ok: the ranks sit on several nodes, the same number L >= 1 on
- * each (*per), and every rank's local rank is its index among its node's
- * ranks in world order (so that the cross communicator of local rank q
- * joins the ranks that own block q after the reduce-scatter inside each
- * node). */
-static int hier_shape_ok(const int *node_of, const int *local_of, int n, int *per_node)
+ * each, and every rank's local rank is its index among its node's ranks in
+ * world order (so that the cross communicator of local rank q joins the
+ * ranks that own block q after the reduce-scatter inside each node). */
+static int hier_shape_ok(const int *node_of, const int *local_of, int n)
 {
     int nodes = 0, per = -1;
     for (int i = 0; i < n; i++) {
@@ -50,7 +49,6 @@ static int hier_shape_ok(const int *node_of, const int *local_of, int n, int *pe
         per = count;
         nodes += idx == 0;
     }
-    *per_node = per;
     return nodes > 1;
 }
 
@@ -87,9 +85,8 @@ ddl_status_t ddl_comms_build(const int *node_of, const int *local_of)
         st = ddl_fail(DDL_ERR_NOMEM, "out of memory for %d ranks", n);
     if (st == DDL_OK) {
         memcpy(ddl_ctx.node_of, node_of, (size_t)n * sizeof *node_of);
-        int per = 0;
-        ddl_ctx.hier_shape = hier_shape_ok(node_of, local_of, n, &per);
-        ddl_ctx.hier_ok = ddl_ctx.hier_shape && per > 1;
+        ddl_ctx.hier_shape = hier_shape_ok(node_of, local_of, n);
+        ddl_ctx.hier_ok = ddl_ctx.hier_shape && ddl_ctx.node.size > 1;
     }
     ddl_ctx.next_comm_id = DDL_COMM_ID_FIRST_SPLIT;
     return st;

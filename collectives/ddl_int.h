@@ -73,7 +73,7 @@ typedef struct {
     int agent_fd;
 
     ucp_context_h ucp;
-    int ucx_cuda;         /* UCX reports CUDA memory support (debug log only) */
+    int ucx_cuda;         /* UCX reports CUDA memory support (GPU-direct) */
     ucp_worker_h worker;
     uint8_t *peer_addrs;  /* every rank's UCX worker address, back to back */
     size_t *peer_off;     /* offset of rank i's address in peer_addrs */

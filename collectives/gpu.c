@@ -34,17 +34,66 @@ ddl_gpu_t ddl_gpu;
 
 static pthread_mutex_t setup_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* Pinned buffers: three slots, grown on demand; outgrown ones are retired
- * and freed at finalize (see ddl_gpu_pinned). */
+/* Buffers grown on demand: pinned host memory for staging (three slots)
+ * and device scratch.  An outgrown buffer is retired, not freed, until
+ * ddl_gpu_fini(): freeing may synchronise the device, which must not wait
+ * on a stream that libddl itself holds. */
 typedef struct retired {
     void *p;
     struct retired *next;
 } retired_t;
-static struct {
+typedef struct {
     void *p;
     size_t len;
-} pinned[3], dev_scratch;
-static retired_t *retired, *retired_dev;
+    int device;     /* device memory (stream-ordered), else pinned host */
+    retired_t *old; /* outgrown, freed at finalize */
+} buf_t;
+static buf_t pinned[3], dev_scratch = {.device = 1};
+
+static void *grow(buf_t *b, size_t len, ddl_status_t *st)
+{
+    if (b->p && len <= b->len)
+        return b->p;
+    size_t want = len < 2 * b->len ? 2 * b->len : len;
+    void *p = NULL;
+    retired_t *r = NULL;
+    if (b->p && !(r = malloc(sizeof *r))) {
+        *st = ddl_fail(DDL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    /* device scratch is stream-ordered: a plain cudaMalloc may synchronise
+     * the device */
+    cudaError_t e = b->device ? cudaMallocAsync(&p, want ? want : 1, ddl_gpu.s_main)
+                              : cudaMallocHost(&p, want ? want : 1);
+    if (e != cudaSuccess) {
+        free(r);
+        *st = ddl_gpu_cuda_fail(e, b->device ? "cudaMallocAsync of device scratch"
+                                             : "cudaMallocHost of a pinned staging buffer");
+        return NULL;
+    }
+    if (r) {
+        r->p = b->p;
+        r->next = b->old;
+        b->old = r;
+    }
+    b->p = p;
+    b->len = want;
+    return p;
+}
+
+static void buf_release(buf_t *b)
+{
+    while (b->old) {
+        retired_t *r = b->old;
+        b->old = r->next;
+        b->device ? cudaFree(r->p) : cudaFreeHost(r->p);
+        free(r);
+    }
+    if (b->p)
+        b->device ? cudaFree(b->p) : cudaFreeHost(b->p);
+    b->p = NULL;
+    b->len = 0;
+}
 
 ddl_status_t ddl_gpu_cuda_fail(cudaError_t e, const char *what)
 {
@@ -123,28 +172,9 @@ void ddl_gpu_fini(void)
 #ifdef HAVE_NCCL
     ddl_nccl_fini();
 #endif
-    for (int i = 0; i < 3; i++) {
-        if (pinned[i].p)
-            cudaFreeHost(pinned[i].p);
-        pinned[i].p = NULL;
-        pinned[i].len = 0;
-    }
-    while (retired) {
-        retired_t *r = retired;
-        retired = r->next;
-        cudaFreeHost(r->p);
-        free(r);
-    }
-    while (retired_dev) {
-        retired_t *r = retired_dev;
-        retired_dev = r->next;
-        cudaFree(r->p);
-        free(r);
-    }
-    if (dev_scratch.p)
-        cudaFree(dev_scratch.p);
-    dev_scratch.p = NULL;
-    dev_scratch.len = 0;
+    for (int i = 0; i < 3; i++)
+        buf_release(&pinned[i]);
+    buf_release(&dev_scratch);
     destroy_streams();
     ddl_gpu.count = 0;
 }
@@ -195,58 +225,12 @@ ddl_status_t ddl_gpu_setup(void)
 
 void *ddl_gpu_pinned(int slot, size_t len, ddl_status_t *st)
 {
-    if (len <= pinned[slot].len && pinned[slot].p)
-        return pinned[slot].p;
-    size_t want = len < 2 * pinned[slot].len ? 2 * pinned[slot].len : len;
-    void *p = NULL;
-    cudaError_t e = cudaMallocHost(&p, want ? want : 1);
-    if (e != cudaSuccess) {
-        *st = ddl_gpu_cuda_fail(e, "cudaMallocHost of a pinned staging buffer");
-        return NULL;
-    }
-    if (pinned[slot].p) {
-        retired_t *r = malloc(sizeof *r);
-        if (!r) {
-            cudaFreeHost(p);
-            *st = ddl_fail(DDL_ERR_NOMEM, "out of memory");
-            return NULL;
-        }
-        r->p = pinned[slot].p;
-        r->next = retired;
-        retired = r;
-    }
-    pinned[slot].p = p;
-    pinned[slot].len = want;
-    return p;
+    return grow(&pinned[slot], len, st);
 }
 
 void *ddl_gpu_dev_scratch(size_t len, ddl_status_t *st)
 {
-    if (len <= dev_scratch.len && dev_scratch.p)
-        return dev_scratch.p;
-    size_t want = len < 2 * dev_scratch.len ? 2 * dev_scratch.len : len;
-    void *p = NULL;
-    /* stream-ordered: a plain cudaMalloc may synchronise the device, which
-     * must not wait on a stream that libddl itself holds */
-    cudaError_t e = cudaMallocAsync(&p, want ? want : 1, ddl_gpu.s_main);
-    if (e != cudaSuccess) {
-        *st = ddl_gpu_cuda_fail(e, "cudaMallocAsync of device scratch");
-        return NULL;
-    }
-    if (dev_scratch.p) {
-        retired_t *r = malloc(sizeof *r);
-        if (!r) {
-            cudaFree(p);
-            *st = ddl_fail(DDL_ERR_NOMEM, "out of memory");
-            return NULL;
-        }
-        r->p = dev_scratch.p;
-        r->next = retired_dev;
-        retired_dev = r;
-    }
-    dev_scratch.p = p;
-    dev_scratch.len = want;
-    return p;
+    return grow(&dev_scratch, len, st);
 }
 
 ddl_status_t ddl_gpu_follow(const ddl_opdesc_t *d, cudaStream_t s)
@@ -257,6 +241,34 @@ ddl_status_t ddl_gpu_follow(const ddl_opdesc_t *d, cudaStream_t s)
     else if ((e = cudaEventRecord(ddl_gpu.ev_in, cudaStreamLegacy)) == cudaSuccess)
         e = cudaStreamWaitEvent(s, ddl_gpu.ev_in, 0);
     return e == cudaSuccess ? DDL_OK : ddl_gpu_cuda_fail(e, "ordering after the caller's stream");
+}
+
+/* stop_nccl_if_world_over: once the world is aborted, the node's NCCL
+ * kernels would wait for their peers forever.  Only then: a split
+ * communicator's abort leaves the node's NCCL alone (every rank of the
+ * node must keep the same paths). */
+static void stop_nccl_if_world_over(void)
+{
+#ifdef HAVE_NCCL
+    if (atomic_load(&ddl_ctx.world.aborted))
+        ddl_nccl_abort();
+#endif
+}
+
+ddl_status_t ddl_gpu_interrupted(ddl_comm_t *comm)
+{
+    ddl_status_t st = DDL_OK;
+#ifdef HAVE_NCCL
+    st = ddl_nccl_check(); /* a NCCL failure aborts the world */
+#endif
+    ddl_agent_notice();
+    if (st == DDL_OK && ddl_is_aborted(comm))
+        st = ddl_comm_check_abort(comm);
+    if (st != DDL_OK)
+        stop_nccl_if_world_over();
+    else
+        ddl_beat(0, 0);
+    return st;
 }
 
 ddl_status_t ddl_gpu_wait(cudaEvent_t ev, ddl_comm_t *comm, const char *what)
@@ -270,24 +282,9 @@ ddl_status_t ddl_gpu_wait(cudaEvent_t ev, ddl_comm_t *comm, const char *what)
             snprintf(where, sizeof where, "%s on the device", what);
             return ddl_gpu_cuda_fail(e, where);
         }
-        ddl_status_t st = DDL_OK;
-#ifdef HAVE_NCCL
-        st = ddl_nccl_check(); /* a NCCL failure aborts the world */
-#endif
-        ddl_agent_notice();
-        if (st == DDL_OK && ddl_is_aborted(comm))
-            st = ddl_comm_check_abort(comm);
-        if (st != DDL_OK) {
-#ifdef HAVE_NCCL
-            /* its kernels would wait for peers forever; only with the world
-             * (a split communicator's abort leaves the node's NCCL alone:
-             * every rank of the node must keep the same paths) */
-            if (atomic_load(&ddl_ctx.world.aborted))
-                ddl_nccl_abort();
-#endif
+        ddl_status_t st = ddl_gpu_interrupted(comm);
+        if (st != DDL_OK)
             return st;
-        }
-        ddl_beat(0, 0);
         if (spins > 2000) {
             struct timespec ts = {0, 20000};
             nanosleep(&ts, NULL);
@@ -519,7 +516,7 @@ static ddl_status_t run_on_device(const ddl_opdesc_t *d, int send_dev, int recv_
         return ddl_execute_host(d);
     }
 #ifdef HAVE_NCCL
-    if (ddl_nccl_execute(d, &st))
+    if (ddl_nccl_execute(d, send_dev, recv_dev, &st))
         return st;
 #endif
     return staged(d, send_dev, recv_dev);
@@ -548,10 +545,7 @@ int ddl_gpu_execute(const ddl_opdesc_t *d, ddl_status_t *st)
         /* nothing of this operation may still write into the caller's
          * buffers once it is reported: stop NCCL if the world is over (its
          * kernels would never end), then let the copies finish */
-#ifdef HAVE_NCCL
-        if (atomic_load(&ddl_ctx.world.aborted))
-            ddl_nccl_abort();
-#endif
+        stop_nccl_if_world_over();
         cudaStreamSynchronize(ddl_gpu.s_main);
         cudaStreamSynchronize(ddl_gpu.s_d2h);
         cudaStreamSynchronize(ddl_gpu.s_h2d);

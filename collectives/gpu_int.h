@@ -76,6 +76,12 @@ cudaError_t ddl_gpu_kernels_check(void);
  * default stream, as cudaMemcpy would. */
 ddl_status_t ddl_gpu_follow(const ddl_opdesc_t *d, cudaStream_t s);
 
+/* ddl_gpu_interrupted: one look between polls of a GPU wait: a NCCL
+ * failure (which aborts the world), the agent's notices, comm's abort.
+ * DDL_OK (a heartbeat sent) to go on, else the status, with the node's
+ * NCCL communicator aborted if the world is. */
+ddl_status_t ddl_gpu_interrupted(ddl_comm_t *comm);
+
 /* ddl_gpu_wait: poll ev until it completes, without blocking in CUDA:
  * between polls read the agent's notices and check comm's abort flag; an
  * abort (or a NCCL error) aborts the node's NCCL communicator, so that its
@@ -91,13 +97,14 @@ ddl_status_t ddl_gpu_wait_stream(cudaStream_t s, ddl_comm_t *comm, const char *w
  * (DDL_NCCL_ID_BYTES into id); -1 if NCCL cannot make one (logged).
  * ddl_nccl_join: join the node's communicator (nonblocking init, polled up
  * to timeout_s); DDL_OK or the error (NCCL is then left out).
- * ddl_nccl_ready: 1 if this rank has a communicator that ddl_gpu_agree()
- * confirmed.  ddl_nccl_set_agreed: the world's verdict.
+ * ddl_nccl_ready: 1 if this rank has a communicator.  ddl_nccl_set_agreed:
+ * the world's verdict (ddl_gpu_agree(); not ok: the communicator goes).
  * ddl_nccl_check: DDL_OK, or the communicator's asynchronous error.
  * ddl_nccl_abort: abort the communicator (kernels end; idempotent).
  * ddl_nccl_fini: destroy it (abort if the world was aborted).
  * ddl_nccl_execute: 1 if d runs through NCCL here (world on one node, or
- * the hierarchical allreduce across nodes), with its status in *st. */
+ * the hierarchical allreduce across nodes), with its status in *st;
+ * send_dev and recv_dev say which of d's buffers are device memory. */
 int ddl_nccl_record(void *id);
 ddl_status_t ddl_nccl_join(int nlocal, int local_rank, const void *id, int timeout_s);
 int ddl_nccl_ready(void);
@@ -105,7 +112,7 @@ void ddl_nccl_set_agreed(int ok);
 ddl_status_t ddl_nccl_check(void);
 void ddl_nccl_abort(void);
 void ddl_nccl_fini(void);
-int ddl_nccl_execute(const ddl_opdesc_t *d, ddl_status_t *st);
+int ddl_nccl_execute(const ddl_opdesc_t *d, int send_dev, int recv_dev, ddl_status_t *st);
 #endif
 
 #endif

@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "ddl_int.h"
@@ -92,7 +93,11 @@ void ddl_gpu_plan(int n, const int *node_of, const int *local_of, const uint8_t 
     memset(p, 0, sizeof *p);
     p->nccl_all = 1;
     p->direct_all = n > 0;
-    p->world_ordered = 1;
+    /* seen[node]: the node's ranks met so far, in world order (node ids are
+     * below n); without the memory, say not ordered: NCCL is then left out
+     * on one node, which is safe */
+    int *seen = calloc(n > 0 ? (size_t)n : 1, sizeof *seen);
+    p->world_ordered = seen != NULL;
     for (int i = 0; i < n; i++) {
         ddl_gpu_rec_t r;
         const uint8_t *id;
@@ -101,12 +106,10 @@ void ddl_gpu_plan(int n, const int *node_of, const int *local_of, const uint8_t 
             p->direct_all = 0;
         if (valid && r.chunk_bytes && (!p->chunk_bytes || r.chunk_bytes < p->chunk_bytes))
             p->chunk_bytes = r.chunk_bytes;
-        int idx = 0; /* i's place among its node's ranks, in world order */
-        for (int j = 0; j < i; j++)
-            idx += node_of[j] == node_of[i];
-        if (local_of[i] != idx)
+        if (seen && (node_of[i] < 0 || node_of[i] >= n || local_of[i] != seen[node_of[i]]++))
             p->world_ordered = 0;
     }
+    free(seen);
     for (int i = 0; i < n; i++) {
         if (local_of[i] != 0)
             continue; /* one look per node, from its local rank 0 */

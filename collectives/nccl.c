@@ -41,8 +41,9 @@
 #include "log.h"
 #include "util.h"
 
-static ncclComm_t nc;   /* this node's communicator, NULL if none */
-static int agreed;      /* ddl_gpu_agree() said every rank that should have one has */
+/* this node's communicator, NULL if none (or aborted); from the end of
+ * ddl_init() on, every rank that should have one has one (ddl_gpu_agree) */
+static ncclComm_t nc;
 
 static ddl_status_t nccl_fail(ncclResult_t r, const char *what)
 {
@@ -99,11 +100,18 @@ int ddl_nccl_ready(void)
 
 void ddl_nccl_set_agreed(int ok)
 {
-    agreed = ok;
-    if (!ok && nc) {
-        ncclCommAbort(nc); /* local: the other nodes do the same */
-        nc = NULL;
-    }
+    if (!ok)
+        ddl_nccl_abort(); /* local: the other nodes do the same */
+}
+
+/* nccl_failed: a NCCL failure: the node's ranks can no longer run the same
+ * paths, so the world ends (under an agent, the job restarts). */
+static ddl_status_t nccl_failed(ncclResult_t r, const char *what)
+{
+    ddl_status_t st = nccl_fail(r, what);
+    ddl_comm_abort(&ddl_ctx.world, ddl_last_error());
+    ddl_nccl_abort();
+    return ddl_fail(st, "%s", ddl_ctx.world.abort_reason);
 }
 
 ddl_status_t ddl_nccl_check(void)
@@ -115,12 +123,7 @@ ddl_status_t ddl_nccl_check(void)
         return ddl_fail(DDL_ERR_TRANSPORT, "NCCL: cannot read the communicator's state");
     if (state == ncclSuccess || state == ncclInProgress)
         return DDL_OK;
-    ddl_status_t st = nccl_fail(state, "collective inside the node");
-    /* the node's ranks can no longer run the same paths: the world ends
-     * (under an agent, the job restarts) */
-    ddl_comm_abort(&ddl_ctx.world, ddl_last_error());
-    ddl_nccl_abort();
-    return ddl_fail(st, "%s", ddl_ctx.world.abort_reason);
+    return nccl_failed(state, "collective inside the node");
 }
 
 void ddl_nccl_abort(void)
@@ -133,7 +136,6 @@ void ddl_nccl_abort(void)
     ddl_gpu_release_stream();
     ncclCommAbort(nc);
     nc = NULL;
-    agreed = 0;
 }
 
 void ddl_nccl_fini(void)
@@ -152,7 +154,6 @@ void ddl_nccl_fini(void)
     else
         ncclCommAbort(nc);
     nc = NULL;
-    agreed = 0;
 }
 
 /* settle: finish a non-blocking NCCL call (r as it returned), polling the
@@ -164,19 +165,12 @@ static ddl_status_t settle(ncclResult_t r, ddl_comm_t *comm, const char *what)
             return ddl_fail(DDL_ERR_TRANSPORT, "NCCL %s: cannot read the state", what);
         if (r != ncclInProgress)
             break;
-        ddl_agent_notice();
-        if (ddl_is_aborted(comm)) {
-            ddl_nccl_abort();
-            return ddl_comm_check_abort(comm);
-        }
+        ddl_status_t st = ddl_gpu_interrupted(comm); /* comm is the world */
+        if (st != DDL_OK)
+            return st;
         sched_yield();
     }
-    if (r == ncclSuccess)
-        return DDL_OK;
-    ddl_status_t st = nccl_fail(r, what);
-    ddl_comm_abort(&ddl_ctx.world, ddl_last_error()); /* as in ddl_nccl_check */
-    ddl_nccl_abort();
-    return ddl_fail(st, "%s", ddl_ctx.world.abort_reason);
+    return r == ncclSuccess ? DDL_OK : nccl_failed(r, what);
 }
 
 static int nccl_type(ddl_dtype_t t, ncclDataType_t *o)
@@ -206,21 +200,21 @@ static ncclRedOp_t nccl_op(ddl_op_t op)
 
 /* all_device: every buffer this rank reads or writes in d is device memory
  * (mixed host and device buffers are staged instead). */
-static int all_device(const ddl_opdesc_t *d)
+static int all_device(const ddl_opdesc_t *d, int send_dev, int recv_dev)
 {
     const int in_place = d->sendbuf == DDL_IN_PLACE;
-    const int send = in_place || ddl_gpu_on_device(d->sendbuf);
+    const int send = in_place || send_dev;
     switch (d->kind) {
     case DDL_OPK_BCAST:
-        return ddl_gpu_on_device(d->recvbuf);
+        return recv_dev;
     case DDL_OPK_REDUCE:
         if (!in_place && d->comm->rank != d->root)
             return send; /* recvbuf is not used here (ddl.h) */
-        return send && ddl_gpu_on_device(d->recvbuf);
+        return send && recv_dev;
     case DDL_OPK_BARRIER:
         return 0;
     default:
-        return send && ddl_gpu_on_device(d->recvbuf);
+        return send && recv_dev;
     }
 }
 
@@ -454,14 +448,14 @@ static ddl_status_t hier_allreduce(const ddl_opdesc_t *d, ncclDataType_t t)
     return ddl_gpu_wait_stream(ddl_gpu.s_main, comm, "allreduce: allgather inside the node");
 }
 
-int ddl_nccl_execute(const ddl_opdesc_t *d, ddl_status_t *st)
+int ddl_nccl_execute(const ddl_opdesc_t *d, int send_dev, int recv_dev, ddl_status_t *st)
 {
     ncclDataType_t t;
     if (d->comm != &ddl_ctx.world || d->kind == DDL_OPK_BARRIER || !nccl_type(d->dtype, &t) ||
-        !all_device(d))
+        !all_device(d, send_dev, recv_dev))
         return 0;
     const int one_node = ddl_ctx.node.size == ddl_ctx.world.size;
-    if (one_node && nc && agreed && ddl_gpu.world_ordered) { /* NCCL rank = world rank */
+    if (one_node && nc && ddl_gpu.world_ordered) { /* NCCL rank = world rank */
         ddl_debug("%s of %zu elements on device memory: NCCL inside the node",
                   ddl_opkind_str(d->kind), d->count);
         *st = d->count ? node_collective(d, t) : DDL_OK;
@@ -470,7 +464,7 @@ int ddl_nccl_execute(const ddl_opdesc_t *d, ddl_status_t *st)
     /* across nodes: the same shape on every node, and NCCL on every node
      * (or one rank per node, where the node phases are copies) */
     if (d->kind == DDL_OPK_ALLREDUCE && !one_node && ddl_ctx.hier_shape &&
-        (ddl_ctx.node.size == 1 || (nc && agreed && ddl_gpu.nccl_all))) {
+        (ddl_ctx.node.size == 1 || (nc && ddl_gpu.nccl_all))) {
         *st = d->count ? hier_allreduce(d, t) : DDL_OK;
         return 1;
     }

@@ -59,13 +59,12 @@ ddl_status_t ddl_tl_init(void **addr, size_t *addr_len)
     if (st != UCS_OK)
         return ddl_fail(DDL_ERR_TRANSPORT, "ucp_init failed: %s", ucs_status_string(st));
     /* whether this UCX moves CUDA memory itself (its cuda transports are
-     * loaded): reported only, libddl stages device buffers either way */
+     * loaded): the GPU-direct rings need it on every rank (gpu.c) */
     ucp_context_attr_t ca = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
     if (ucp_context_query(ddl_ctx.ucp, &ca) == UCS_OK)
         ddl_ctx.ucx_cuda = (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
     ddl_debug("UCX: CUDA memory %s", ddl_ctx.ucx_cuda ? "supported (GPU-direct transports "
-              "loaded; libddl still stages device buffers through host memory)"
-                                                      : "not supported by this UCX build");
+              "loaded)" : "not supported by this UCX build");
 
     ucp_worker_params_t wp = {
         .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,

@@ -604,8 +604,8 @@ static void save_checkpoint(ddl_comm_t *comm, const char *dir, int64_t iter, int
 
 /* --device cuda: the model on this rank's GPU (fmnist_cuda.cu).  Every
  * helper stops the program on a CUDA failure.  Built without CUDA,
- * parse_options() refuses --device cuda, so gpu stays NULL and the stubs
- * below never run. */
+ * parse_options() refuses --device cuda, so gpu stays NULL and the empty
+ * versions below never run. */
 #ifdef FMNIST_CUDA
 
 static char gpu_desc[320]; /* "GPU d of n (name)", for rank 0's summary */
