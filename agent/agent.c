@@ -50,13 +50,17 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "auth.h"
 #include "log.h"
 #include "proto.h"
 #include "sock.h"
 
 enum { CONN_UNIX, CONN_TCP_NEW, CONN_PEER, CONN_LEADER };
 
-#define HELLO_TIMEOUT_MS 10000 /* a TCP connection that has not said PEER_HELLO is dropped */
+#define HELLO_TIMEOUT_MS 5000  /* a TCP connection that has not authenticated is dropped */
+#define MAX_UNAUTHED 64        /* TCP connections not authenticated yet: the oldest goes */
+#define CLOSE_FLUSH_MS 1000    /* a refused client that does not read its error is dropped */
+#define ACCEPT_PAUSE_MS 100    /* out of descriptors: stop accepting for this long */
 #define FAILURE_WINDOW_MS 30   /* failures this close to the first are compared for the cause */
 #define BACKOFF_MS 500         /* before the first restart; doubles up to 16 times that */
 
@@ -68,13 +72,18 @@ typedef struct {
     pid_t pid;
     int rank; /* rank whose supervisor this is, -1 otherwise */
     int lib;  /* a worker's libddl (it asked for an exchange): told when its generation ends */
-    int64_t opened_ms; /* CONN_TCP_NEW: must say hello within HELLO_TIMEOUT_MS */
+    int64_t opened_ms; /* CONN_TCP_NEW: must authenticate within HELLO_TIMEOUT_MS */
     int64_t heard_ms;  /* CONN_PEER, CONN_LEADER: last message on the link */
     uint8_t *in;
     size_t in_len, in_cap;
     uint8_t *out;
     size_t out_len, out_off;
     int close_after_flush;
+    int64_t closing_ms; /* when close_after_flush was set (0: not yet) */
+    int authed;         /* CONN_PEER, CONN_LEADER: every frame carries a tag (auth.h) */
+    int dead;           /* drop at once, without a reply */
+    char ip[INET_ADDRSTRLEN]; /* TCP: the peer's address, for logs */
+    ddl_auth_link_t link;
 } conn_t;
 
 /* What this agent knows of another node's agent. */
@@ -152,7 +161,14 @@ typedef struct {
     char takeover_why[300]; /* "lost the leader agent (node N, ADDR): HOW" */
     char takeover_how[160];
     uint32_t old_leader;    /* the leader that was lost */
+    /* what an authenticated peer may speak for */
+    uint32_t *owner;        /* per slot: the node that reported it (no map: first claim) */
+    uint8_t (*nonces)[DDL_AUTH_NONCE]; /* the last NONCE_MEMORY nonces seen in PEER_AUTH */
+    uint32_t nonce_next;
+    int64_t accept_paused_until; /* out of descriptors: no accept() until then */
 } agent_t;
+
+#define NONCE_MEMORY 256 /* a replayed PEER_AUTH among the last this many is refused */
 
 #define NO_RANK UINT32_MAX
 
@@ -205,6 +221,8 @@ static void conn_free(conn_t *c)
     free(c);
 }
 
+/* conn_queue: encode msg for c's output (with its tag on an authenticated
+ * link between agents); written by the main loop without blocking. */
 static int conn_queue(conn_t *c, const ddl_msg_t *msg)
 {
     uint8_t *frame;
@@ -212,6 +230,17 @@ static int conn_queue(conn_t *c, const ddl_msg_t *msg)
     if (ddl_proto_encode(msg, &frame, &len) < 0) {
         ddl_error("cannot encode a %s reply: %m", ddl_msg_type_str(msg->type));
         return -1;
+    }
+    if (c->authed) {
+        uint8_t *t = realloc(frame, len + DDL_AUTH_TAG);
+        if (!t || ddl_auth_tag(&c->link.tx, t, len, t + len) < 0) {
+            ddl_error("cannot sign a %s message for node %u", ddl_msg_type_str(msg->type),
+                      c->node_id);
+            free(t ? t : frame);
+            return -1;
+        }
+        frame = t;
+        len += DDL_AUTH_TAG;
     }
     if (c->out_off == c->out_len) {
         free(c->out);
@@ -232,12 +261,58 @@ static int conn_queue(conn_t *c, const ddl_msg_t *msg)
     return 0;
 }
 
-static void conn_error(conn_t *c, int code, const char *text)
+/* conn_error: an ERROR for c (never to a TCP peer that has not
+ * authenticated: it gets no answer at all). */
+static void reply_error(conn_t *c, int code, const char *text)
 {
     ddl_msg_t m = {.type = DDL_MSG_ERROR};
     m.u.error.code = code;
     m.u.error.text = (char *)text;
     conn_queue(c, &m);
+}
+
+static void conn_error(conn_t *c, int code, const char *text)
+{
+    if (c->kind != CONN_TCP_NEW)
+        reply_error(c, code, text);
+}
+
+/* limited: whether a warning about unauthenticated connections may be
+ * logged now: at most 10 in 10 s, then one line saying how many were not. */
+static int limited(void)
+{
+    static int64_t window;
+    static unsigned shown, hidden;
+    int64_t now = ddl_now_ms();
+    if (now - window >= 10000) {
+        if (hidden)
+            ddl_warn("%u more warnings about agent connections were not logged", hidden);
+        window = now;
+        shown = hidden = 0;
+    }
+    if (shown < 10) {
+        shown++;
+        return 1;
+    }
+    hidden++;
+    return 0;
+}
+
+/* hostport_ok: "" or "IPv4:port" (what ROSTER, PEER_AUTH and the leader's
+ * address may hold). */
+static int hostport_ok(const char *s)
+{
+    char ip[INET_ADDRSTRLEN];
+    struct in_addr in;
+    if (!s || !*s)
+        return 1;
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s || (size_t)(colon - s) >= sizeof ip)
+        return 0;
+    memcpy(ip, s, (size_t)(colon - s));
+    ip[colon - s] = '\0';
+    long port;
+    return inet_pton(AF_INET, ip, &in) == 1 && ddl_parse_long(colon + 1, 1, 65535, &port) == 0;
 }
 
 static void heard_rank(agent_t *a, uint32_t rank)
@@ -451,6 +526,19 @@ static void ag_check(agent_t *a)
         ag_send_up(a);
 }
 
+/* owns: whether node runs slot s: by the world map's block order, else by
+ * the first node that spoke for it (its exchange, state or failure). */
+static int owns(agent_t *a, uint32_t node, uint32_t s)
+{
+    if (s >= a->opts->size)
+        return 0;
+    if (a->node_rank)
+        return s / a->tpn == node;
+    if (a->owner[s] == NO_RANK)
+        a->owner[s] = node;
+    return a->owner[s] == node;
+}
+
 static void handle_allgather(agent_t *a, conn_t *c, ddl_msg_t *m)
 {
     char why[160];
@@ -522,14 +610,28 @@ static void handle_node_gather(agent_t *a, conn_t *c, ddl_msg_t *m)
         conn_error(c, EINVAL, why);
         return;
     }
-    for (uint32_t i = 0; i < g->count; i++)
-        if (a->is_local[slot_of(a, g->ranks[i])] || a->ag_blob[g->ranks[i]]) {
-            snprintf(why, sizeof why, "node %u sent rank %u, which is already in", c->node_id,
-                     g->ranks[i]);
+    /* every rank once, none already in, each one of the sender's own */
+    uint8_t *seen = calloc(a->world ? a->world : 1, 1);
+    if (!seen) {
+        ag_fail(a, ENOMEM, "leader agent out of memory");
+        return;
+    }
+    for (uint32_t i = 0; i < g->count; i++) {
+        uint32_t r = g->ranks[i]; /* < g->size == a->world (decoder, above) */
+        const char *bad = seen[r] || a->ag_blob[r] || a->is_local[slot_of(a, r)]
+                              ? "which is already in"
+                          : !owns(a, c->node_id, slot_of(a, r)) ? "which another node runs"
+                                                                : NULL;
+        seen[r] = 1;
+        if (bad) {
+            snprintf(why, sizeof why, "node %u sent rank %u, %s", c->node_id, r, bad);
             ddl_error("%s", why);
             conn_error(c, EEXIST, why);
+            free(seen);
             return;
         }
+    }
+    free(seen);
     a->ag_active = 1;
     a->ag_gen = g->gen;
     a->ag_seq = g->seq;
@@ -566,48 +668,83 @@ static void handle_result(agent_t *a, ddl_msg_t *m)
     ag_reset(a);
 }
 
-/* handle_hello: a TCP connection proves it is an agent of this step. */
-static void handle_hello(agent_t *a, conn_t *c, ddl_msg_t *m)
+/* nonce_replayed: whether this PEER_AUTH nonce was seen lately (a recorded
+ * PEER_AUTH sent again); remembers it otherwise. */
+static int nonce_replayed(agent_t *a, const uint8_t *nonce)
 {
-    typeof(m->u.peer_hello) *h = &m->u.peer_hello;
+    for (uint32_t i = 0; i < NONCE_MEMORY; i++)
+        if (memcmp(a->nonces[i], nonce, DDL_AUTH_NONCE) == 0)
+            return 1;
+    memcpy(a->nonces[a->nonce_next++ % NONCE_MEMORY], nonce, DDL_AUTH_NONCE);
+    return 0;
+}
+
+/* handle_auth: a TCP connection proves that it is an agent of this step
+ * (auth.h).  One that cannot is dropped without an answer; an agent that
+ * can but may not link (its node is linked already, or was lost) is told
+ * why; the others get PEER_WELCOME and the link is authenticated. */
+static void handle_auth(agent_t *a, conn_t *c, const ddl_msg_t *m)
+{
+    const typeof(m->u.peer_auth) *h = &m->u.peer_auth;
     const ddl_agent_opts_t *o = a->opts;
-    uint8_t diff = h->secret_len != o->secret_len;
-    for (uint32_t i = 0; i < h->secret_len && i < o->secret_len; i++)
-        diff |= h->secret[i] ^ o->secret[i]; /* no early exit: constant time */
-    if (diff || strcmp(h->step, o->step) != 0 || h->node_id >= o->nnodes ||
-        h->node_id == o->node_id) {
-        ddl_warn("refused an agent connection claiming step %s node %u: wrong step, node or "
-                 "secret", h->step, h->node_id);
-        conn_error(c, EACCES, "not an agent of this step");
+    uint8_t mac[DDL_AUTH_MAC];
+    ddl_error_t err;
+    char why[160];
+    if (!o->secret_len || !h->step ||
+        ddl_auth_hello_mac(o->secret, o->secret_len, h->step, h->node_id, h->host, h->listen,
+                           h->nonce, mac) < 0 ||
+        !ddl_auth_equal(mac, h->mac, DDL_AUTH_MAC) || strcmp(h->step, o->step) != 0 ||
+        h->node_id >= o->nnodes || h->node_id == o->node_id || !hostport_ok(h->listen)) {
+        if (limited())
+            ddl_warn("refused an agent connection from %s: it did not prove that it belongs to "
+                     "this step", c->ip);
+        c->dead = 1;
+        return;
+    }
+    if (nonce_replayed(a, h->nonce)) {
+        if (limited())
+            ddl_warn("refused an agent connection from %s: a replayed authentication", c->ip);
+        c->dead = 1;
+        return;
+    }
+    uint32_t node = h->node_id;
+    if (a->peers[node].state == DDL_PEER_UP || a->lost[node]) {
+        snprintf(why, sizeof why, "node %u %s", node,
+                 a->lost[node] ? "was lost from this step and is not taken back"
+                               : "already has an agent linked to the leader");
+        ddl_warn("refused node %u's agent at %s: %s", node, c->ip, why);
+        reply_error(c, a->lost[node] ? EPERM : EEXIST, why);
         c->close_after_flush = 1;
         return;
     }
-    if (a->peers[h->node_id].state == DDL_PEER_UP) {
-        ddl_warn("refused a second agent for node %u (its first link is up)", h->node_id);
-        conn_error(c, EEXIST, "this node already has an agent linked to the leader");
-        c->close_after_flush = 1;
+    ddl_msg_t w = {.type = DDL_MSG_PEER_WELCOME};
+    w.u.peer_welcome.node_id = o->node_id;
+    if (ddl_auth_nonce(w.u.peer_welcome.nonce, &err) < 0 ||
+        ddl_auth_welcome_mac(o->secret, o->secret_len, o->step, o->node_id, node, h->nonce,
+                             w.u.peer_welcome.nonce, w.u.peer_welcome.mac) < 0 ||
+        ddl_auth_link_init(&c->link, o->secret, o->secret_len, h->nonce,
+                           w.u.peer_welcome.nonce, 0) < 0 ||
+        conn_queue(c, &w) < 0) {
+        ddl_error("cannot authenticate node %u's link: %s", node,
+                  errno == EIO ? "libcrypto failed" : strerror(errno));
+        c->dead = 1;
         return;
     }
+    c->authed = 1; /* every later frame both ways carries its tag */
     c->kind = CONN_PEER;
-    c->node_id = h->node_id;
+    c->node_id = node;
     c->heard_ms = ddl_now_ms();
-    peer_t *p = &a->peers[h->node_id];
+    peer_t *p = &a->peers[node];
     p->state = DDL_PEER_UP;
     p->heard_at = ddl_now_ms();
     snprintf(p->host, sizeof p->host, "%s", h->host ? h->host : "");
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
-    char ip[INET_ADDRSTRLEN];
-    if (getpeername(c->fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET &&
-        inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip))
-        snprintf(p->addr, sizeof p->addr, "%s", ip);
-    ddl_debug("node %u's agent (%s) connected", h->node_id, p->host);
-    conn_queue(c, &(ddl_msg_t){.type = DDL_MSG_ACK});
-    /* a beat at once: the new peer learns which node the leader is */
+    snprintf(p->addr, sizeof p->addr, "%s", c->ip);
+    ddl_debug("node %u's agent (%s) connected and authenticated", node, p->host);
+    /* a beat at once: the new peer hears the leader at once */
     ddl_msg_t b = beat(a);
     conn_queue(c, &b);
     if (a->roster) { /* where the new peer would lead, to everyone */
-        snprintf(a->roster[h->node_id], sizeof a->roster[0], "%s", h->listen ? h->listen : "");
+        snprintf(a->roster[node], sizeof a->roster[0], "%s", h->listen ? h->listen : "");
         send_roster(a);
     }
 }
@@ -1104,43 +1241,162 @@ static void handle_failure(agent_t *a, conn_t *c, const ddl_msg_t *m)
     report_failure(a, &f);
 }
 
+/* generation_ok: a GENERATION from the leader describes a world this agent
+ * can run: a map of every node, positions distinct and dense, a valid
+ * MASTER_ADDR.  0, or -1 with the reason in why. */
+static int generation_ok(const agent_t *a, const ddl_msg_t *m, char *why, size_t len)
+{
+    const typeof(m->u.generation) *g = &m->u.generation;
+    uint32_t nn = a->opts->nnodes, active = 0;
+    struct in_addr in;
+    if (g->master && *g->master && inet_pton(AF_INET, g->master, &in) != 1) {
+        snprintf(why, len, "its MASTER_ADDR is not an IPv4 address");
+        return -1;
+    }
+    if (g->delay_ms > 600000) {
+        snprintf(why, len, "a restart delay of %u ms", g->delay_ms);
+        return -1;
+    }
+    if (!g->nnodes)
+        return 0;
+    if (!a->node_rank || g->nnodes != nn || g->action != DDL_GEN_RESTART) {
+        snprintf(why, len, "a world map of %u nodes (this step: %u, %s)", g->nnodes, nn,
+                 a->node_rank ? "with a map" : "without a map");
+        return -1;
+    }
+    uint8_t *used = calloc(nn, 1);
+    if (!used) {
+        snprintf(why, len, "out of memory");
+        return -1;
+    }
+    int rc = 0;
+    for (uint32_t n = 0; n < nn && !rc; n++) {
+        uint32_t pos = g->node_rank[n];
+        if (pos == NO_RANK)
+            continue;
+        if (pos >= nn || used[pos]) {
+            snprintf(why, len, "node %u at position %u (%s)", n, pos,
+                     pos >= nn ? "out of range" : "twice");
+            rc = -1;
+        } else {
+            used[pos] = 1;
+            active++;
+        }
+    }
+    for (uint32_t pos = 0; pos < active && !rc; pos++)
+        if (!used[pos]) {
+            snprintf(why, len, "no node at position %u of %u", pos, active);
+            rc = -1;
+        }
+    if (!rc && !active) {
+        snprintf(why, len, "a world without nodes");
+        rc = -1;
+    }
+    free(used);
+    return rc;
+}
+
+/* peer_msg: a message on a TCP link (authenticated, unless it is the
+ * PEER_AUTH that authenticates it), checked against what the sender may say. */
+static void peer_msg(agent_t *a, conn_t *c, ddl_msg_t *m)
+{
+    char why[200];
+    int linked = c->kind == CONN_PEER || c->kind == CONN_LEADER;
+    int sup = a->opts->supervise;
+    const char *bad = NULL;
+    uint32_t r;
+    switch (linked ? m->type : m->type == DDL_MSG_PEER_AUTH ? DDL_MSG_PEER_AUTH : 0) {
+    case DDL_MSG_PEER_AUTH:
+        if (c->kind != CONN_TCP_NEW)
+            break;
+        handle_auth(a, c, m);
+        return; /* not linked yet: nothing heard */
+    case DDL_MSG_PEER_BEAT:
+        handle_beat(a, c, m);
+        goto heard;
+    case DDL_MSG_NODE_GATHER:
+        if (c->kind != CONN_PEER)
+            break;
+        handle_node_gather(a, c, m);
+        goto heard;
+    case DDL_MSG_ALLGATHER_RESULT:
+        if (c->kind != CONN_LEADER)
+            break;
+        handle_result(a, m);
+        goto heard;
+    case DDL_MSG_FAILURE:
+        if (c->kind != CONN_PEER || !sup)
+            break;
+        r = m->u.failure.rank;
+        if (r >= a->opts->size || !owns(a, c->node_id, r))
+            bad = "a failure of a rank it does not run";
+        else
+            handle_failure(a, c, m);
+        goto heard;
+    case DDL_MSG_RANK_STATE:
+        if (c->kind != CONN_PEER || !sup)
+            break;
+        r = m->u.rank_state.rank;
+        if (r >= a->opts->size || !owns(a, c->node_id, r))
+            bad = "the state of a rank it does not run";
+        else if (m->u.rank_state.state == DDL_RANK_EXITED)
+            rank_exited(a, r, m->u.rank_state.gen);
+        goto heard;
+    case DDL_MSG_GENERATION:
+        if (c->kind != CONN_LEADER)
+            break;
+        if (generation_ok(a, m, why, sizeof why) < 0) {
+            ddl_error("ignoring the leader's generation %u: %s", m->u.generation.gen, why);
+            goto heard;
+        }
+        apply_generation(a, m);
+        goto heard;
+    case DDL_MSG_ROSTER:
+        if (c->kind != CONN_LEADER)
+            break;
+        for (uint32_t n = 0; n < m->u.roster.nnodes && !bad; n++)
+            if (!hostport_ok(m->u.roster.addr[n]))
+                bad = "a roster with an address that is not IPv4:port";
+        if (!bad)
+            handle_roster(a, m);
+        goto heard;
+    case DDL_MSG_ERROR:
+        if (c->kind != CONN_LEADER)
+            break;
+        ddl_error("the leader agent refused this node's exchange: %s", m->u.error.text);
+        ag_fail(a, m->u.error.code, m->u.error.text);
+        goto heard;
+    default:
+        break;
+    }
+    if (!linked) {
+        if (limited())
+            ddl_warn("dropping a TCP connection from %s that sent %s before authenticating",
+                     c->ip, ddl_msg_type_str(m->type));
+        c->dead = 1;
+        return;
+    }
+    ddl_warn("dropping node %u's agent link: it sent an unexpected %s", c->node_id,
+             ddl_msg_type_str(m->type));
+    conn_error(c, EPROTO, "unexpected message between agents");
+    c->close_after_flush = 1;
+    return;
+heard:
+    if (bad) {
+        ddl_error("node %u's agent sent %s: ignored", c->node_id, bad);
+        conn_error(c, EPERM, bad);
+    }
+    if (c->node_id < a->opts->nnodes)
+        a->peers[c->node_id].heard_at = ddl_now_ms();
+    c->heard_ms = ddl_now_ms();
+}
+
 static void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m)
 {
     char why[160];
     uint32_t rank;
     if (c->kind != CONN_UNIX) {
-        /* TCP: a hello first, then only the exchanges between agents */
-        int linked = c->kind == CONN_PEER || c->kind == CONN_LEADER;
-        if (linked && m->type == DDL_MSG_PEER_BEAT)
-            handle_beat(a, c, m);
-        else if (c->kind == CONN_TCP_NEW && m->type == DDL_MSG_PEER_HELLO)
-            handle_hello(a, c, m);
-        else if (c->kind == CONN_PEER && m->type == DDL_MSG_NODE_GATHER)
-            handle_node_gather(a, c, m);
-        else if (c->kind == CONN_LEADER && m->type == DDL_MSG_ALLGATHER_RESULT)
-            handle_result(a, m);
-        else if (c->kind == CONN_PEER && m->type == DDL_MSG_FAILURE && a->opts->supervise)
-            handle_failure(a, c, m);
-        else if (c->kind == CONN_PEER && m->type == DDL_MSG_RANK_STATE && a->opts->supervise &&
-                 m->u.rank_state.state == DDL_RANK_EXITED)
-            rank_exited(a, m->u.rank_state.rank, m->u.rank_state.gen);
-        else if (c->kind == CONN_LEADER && m->type == DDL_MSG_GENERATION)
-            apply_generation(a, m);
-        else if (c->kind == CONN_LEADER && m->type == DDL_MSG_ROSTER)
-            handle_roster(a, m);
-        else if (c->kind == CONN_LEADER && m->type == DDL_MSG_ERROR) {
-            ddl_error("the leader agent refused this node's exchange: %s", m->u.error.text);
-            ag_fail(a, m->u.error.code, m->u.error.text);
-        } else {
-            ddl_warn("dropping an agent connection (node %u) that sent %s", c->node_id,
-                     ddl_msg_type_str(m->type));
-            conn_error(c, EPROTO, "unexpected message between agents");
-            c->close_after_flush = 1;
-        }
-        if (linked && c->node_id < a->opts->nnodes)
-            a->peers[c->node_id].heard_at = ddl_now_ms();
-        if (linked)
-            c->heard_ms = ddl_now_ms();
+        peer_msg(a, c, m);
         return;
     }
     switch (m->type) {
@@ -1157,6 +1413,15 @@ static void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m)
             conn_error(c, EINVAL, why);
             return;
         }
+        for (size_t i = 0; i < a->nconns; i++)
+            if (a->conns[i]->rank == (int)rank || (a->conns[i] == c && c->rank >= 0)) {
+                snprintf(why, sizeof why, "rank %u already has its supervisor (pid %d)", rank,
+                         (int)a->conns[i]->pid);
+                ddl_warn("refused a second supervisor for rank %u (pid %d): %s", rank,
+                         (int)c->pid, why);
+                conn_error(c, EEXIST, why);
+                return;
+            }
         c->rank = (int)rank;
         ddl_rank_info_t *ri = &a->ranks[rank];
         ri->state = DDL_RANK_STARTING;
@@ -1265,61 +1530,131 @@ static void conn_drop(agent_t *a, size_t idx)
     a->conns[idx] = a->conns[--a->nconns];
 }
 
-/* conn_read: read what is available and handle every whole frame; returns
- * -1 when the connection must be dropped (after handling what came before
- * the peer closed). */
+/* refuse: a frame c may not send.  A TCP peer is dropped without an answer
+ * (before it authenticated) or its link closed; a local client is told why
+ * and dropped once that is written (or after CLOSE_FLUSH_MS).  -1: drop now. */
+static int refuse(conn_t *c, const char *why)
+{
+    if (c->kind == CONN_TCP_NEW) {
+        if (limited())
+            ddl_warn("dropping a TCP connection from %s: %s", c->ip, why);
+        return -1;
+    }
+    if (c->kind != CONN_UNIX) {
+        ddl_error("node %u's agent sent a malformed message (%s): closing its link", c->node_id,
+                  why);
+        return -1;
+    }
+    ddl_warn("dropping client pid %d: %s", (int)c->pid, why);
+    conn_error(c, EPROTO, why);
+    c->close_after_flush = 1;
+    return 0;
+}
+
+/* conn_frames: handle every whole frame in c's input, checking headers
+ * before the body is buffered: before authentication only PEER_AUTH of at
+ * most DDL_PROTO_MAX_AUTH_BODY bytes; on an authenticated link, the tag
+ * before the body is decoded.  Grows the buffer to the frame that is
+ * arriving.  -1: drop the connection. */
+static int conn_frames(agent_t *a, conn_t *c)
+{
+    size_t off = 0;
+    int rc = 0;
+    while (!c->close_after_flush && !c->dead) {
+        const uint8_t *p = c->in + off;
+        size_t avail = c->in_len - off, flen;
+        uint16_t type;
+        ddl_error_t err;
+        int pk = ddl_proto_peek(p, avail, &type, &flen, &err);
+        if (pk == 0)
+            break;
+        if (pk > 0 && c->kind == CONN_TCP_NEW &&
+            (type != DDL_MSG_PEER_AUTH || flen > DDL_PROTO_HDR_LEN + DDL_PROTO_MAX_AUTH_BODY)) {
+            snprintf(err.text, sizeof err.text, "a %s message of %zu bytes before authenticating",
+                     ddl_msg_type_str(type), flen - DDL_PROTO_HDR_LEN);
+            pk = -1;
+        }
+        if (pk < 0) {
+            rc = refuse(c, err.text);
+            break;
+        }
+        size_t need = flen + (c->authed ? DDL_AUTH_TAG : 0);
+        if (avail < need) {
+            if (need > c->in_cap) {
+                uint8_t *nb = realloc(c->in, need);
+                if (!nb) {
+                    ddl_error("out of memory for a %zu-byte message", need);
+                    rc = -1;
+                    break;
+                }
+                c->in = nb;
+                c->in_cap = need;
+            }
+            break;
+        }
+        if (c->authed && ddl_auth_check(&c->link.rx, p, flen, p + flen) != 1) {
+            ddl_error("node %u's agent link: a %s message failed its authentication: closing "
+                      "the link", c->node_id, ddl_msg_type_str(type));
+            rc = -1;
+            break;
+        }
+        ddl_msg_t m;
+        if (ddl_proto_decode(p, flen, &m, &err) < 0) {
+            rc = refuse(c, err.text);
+            break;
+        }
+        handle_msg(a, c, &m);
+        ddl_msg_clear(&m);
+        off += need;
+    }
+    if (c->dead)
+        return -1;
+    memmove(c->in, c->in + off, c->in_len - off);
+    c->in_len -= off;
+    return rc;
+}
+
+/* conn_read: read what is available (at most READ_BUDGET bytes per call, so
+ * that one busy connection cannot hold the loop) and handle every whole
+ * frame; -1 when the connection must be dropped (after handling what came
+ * before the peer closed). */
+#define READ_BUDGET (4u << 20)
 static int conn_read(agent_t *a, conn_t *c)
 {
-    int eof = 0;
-    for (;;) {
-        if (c->in_cap - c->in_len < 4096) {
-            size_t cap = c->in_cap ? c->in_cap * 2 : 8192;
-            if (cap > DDL_PROTO_MAX_BODY + 2 * DDL_PROTO_HDR_LEN + 8192)
-                cap = DDL_PROTO_MAX_BODY + 2 * DDL_PROTO_HDR_LEN + 8192;
-            if (cap <= c->in_cap)
-                return -1;
+    size_t budget = READ_BUDGET;
+    if (c->close_after_flush)
+        return 0;
+    while (budget > 0) {
+        if (c->in_len == c->in_cap) {
+            /* a first buffer (small before authenticating); a longer frame
+             * has had its buffer grown by conn_frames */
+            size_t cap = c->kind == CONN_TCP_NEW ? DDL_PROTO_HDR_LEN + DDL_PROTO_MAX_AUTH_BODY
+                                                 : 8192;
+            if (c->in_cap >= cap)
+                return -1; /* cannot happen: whole frames are handled as they arrive */
             uint8_t *nb = realloc(c->in, cap);
             if (!nb)
                 return -1;
             c->in = nb;
             c->in_cap = cap;
         }
-        ssize_t n = read(c->fd, c->in + c->in_len, c->in_cap - c->in_len);
+        size_t room = c->in_cap - c->in_len;
+        ssize_t n = read(c->fd, c->in + c->in_len, room < budget ? room : budget);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            if (errno == EAGAIN)
-                break;
+            return errno == EAGAIN ? 0 : -1;
+        }
+        if (n == 0)
             return -1;
-        }
-        if (n == 0) {
-            eof = 1;
-            break;
-        }
         c->in_len += (size_t)n;
-    }
-    size_t off = 0;
-    for (;;) {
-        ddl_msg_t m;
-        ddl_error_t err;
-        ssize_t used = ddl_proto_decode(c->in + off, c->in_len - off, &m, &err);
-        if (used < 0) {
-            ddl_warn("dropping client pid %d: %s", (int)c->pid, err.text);
-            conn_error(c, EPROTO, err.text);
-            ddl_fd_set_nonblock(c->fd, 0);
-            if (c->out_len > c->out_off)
-                ddl_write_full(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+        budget -= (size_t)n;
+        if (conn_frames(a, c) < 0)
             return -1;
-        }
-        if (used == 0)
-            break;
-        handle_msg(a, c, &m);
-        ddl_msg_clear(&m);
-        off += (size_t)used;
+        if (c->close_after_flush)
+            return 0;
     }
-    memmove(c->in, c->in + off, c->in_len - off);
-    c->in_len -= off;
-    return eof ? -1 : 0;
+    return 0;
 }
 
 static int conn_flush(conn_t *c)
@@ -1352,15 +1687,51 @@ static int conn_add(agent_t *a, conn_t *c)
     return 0;
 }
 
-/* do_accept_tcp: another node's agent; it must say hello before anything. */
+/* out_of_fds: accept() found no descriptor: make room by dropping the
+ * oldest unauthenticated connection, and pause accepting for a moment
+ * (poll would report the pending connection again at once: a busy loop). */
+static void out_of_fds(agent_t *a, const char *which)
+{
+    size_t oldest = a->nconns;
+    for (size_t i = 0; i < a->nconns; i++)
+        if (a->conns[i]->kind == CONN_TCP_NEW &&
+            (oldest == a->nconns || a->conns[i]->opened_ms < a->conns[oldest]->opened_ms))
+            oldest = i;
+    if (oldest < a->nconns)
+        conn_drop(a, oldest);
+    a->accept_paused_until = ddl_now_ms() + ACCEPT_PAUSE_MS;
+    if (limited())
+        ddl_warn("accept (%s): out of file descriptors (%zu connections open); pausing for "
+                 "%d ms", which, a->nconns, ACCEPT_PAUSE_MS);
+}
+
+/* do_accept_tcp: another node's agent; it must authenticate first, within
+ * HELLO_TIMEOUT_MS; at most MAX_UNAUTHED wait for that (the oldest goes). */
 static void do_accept_tcp(agent_t *a)
 {
-    for (;;) {
-        int fd = accept4(a->tfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    for (int k = 0; k < 64; k++) {
+        struct sockaddr_in sa;
+        socklen_t sl = sizeof sa;
+        int fd = accept4(a->tfd, (struct sockaddr *)&sa, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EINTR)
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                out_of_fds(a, "TCP");
+            else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED && limited())
                 ddl_warn("accept (TCP): %m");
             return;
+        }
+        size_t waiting = 0, oldest = a->nconns;
+        for (size_t i = 0; i < a->nconns; i++)
+            if (a->conns[i]->kind == CONN_TCP_NEW) {
+                waiting++;
+                if (oldest == a->nconns || a->conns[i]->opened_ms < a->conns[oldest]->opened_ms)
+                    oldest = i;
+            }
+        if (waiting >= MAX_UNAUTHED) {
+            if (limited())
+                ddl_warn("%zu TCP connections have not authenticated: dropping the oldest",
+                         waiting);
+            conn_drop(a, oldest);
         }
         conn_t *c = calloc(1, sizeof *c);
         if (!c || conn_add(a, c) < 0) {
@@ -1372,7 +1743,10 @@ static void do_accept_tcp(agent_t *a)
         c->kind = CONN_TCP_NEW;
         c->opened_ms = ddl_now_ms();
         c->rank = -1;
+        c->node_id = UINT32_MAX;
         c->uid = (uid_t)-1;
+        if (sa.sin_family != AF_INET || !inet_ntop(AF_INET, &sa.sin_addr, c->ip, sizeof c->ip))
+            snprintf(c->ip, sizeof c->ip, "?");
     }
 }
 
@@ -1381,7 +1755,9 @@ static void do_accept(agent_t *a)
     for (;;) {
         int fd = accept4(a->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EINTR)
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                out_of_fds(a, "Unix");
+            else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED && limited())
                 ddl_warn("accept: %m");
             return;
         }
@@ -1397,10 +1773,12 @@ static void do_accept(agent_t *a)
             char why[128];
             snprintf(why, sizeof why, "permission denied: uid %u may not use the agent of "
                      "uid %u", (unsigned)c->uid, (unsigned)getuid());
-            ddl_warn("refused connection from pid %d: %s", (int)c->pid, why);
+            if (limited())
+                ddl_warn("refused connection from pid %d: %s", (int)c->pid, why);
             conn_error(c, EACCES, why);
-            ddl_fd_set_nonblock(fd, 0);
-            ddl_write_full(fd, c->out, c->out_len);
+            /* one try, never blocking: a client that does not read gets nothing */
+            if (send(fd, c->out, c->out_len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+                ddl_debug("refused connection from pid %d: %m", (int)c->pid);
             conn_free(c);
             continue;
         }
@@ -1409,13 +1787,20 @@ static void do_accept(agent_t *a)
     }
 }
 
-/* connect_to: a non-leader's link to the leader agent at addr, hello
- * answered (blocks up to timeout_ms to connect, as long again for the ACK). */
+/* connect_to: a link to the leader agent at addr, authenticated both ways
+ * (auth.h): this node proves it belongs to the step, the leader proves it
+ * too before anything it says is believed; the secret never crosses the
+ * wire.  Blocks up to timeout_ms to connect, as long again for the answer. */
 static int connect_to(agent_t *a, const char *addr, int timeout_ms)
 {
     const ddl_agent_opts_t *o = a->opts;
     ddl_error_t err;
-    ddl_msg_t m = {.type = DDL_MSG_PEER_HELLO};
+    ddl_msg_t m = {.type = DDL_MSG_PEER_AUTH};
+    uint8_t nonce[DDL_AUTH_NONCE], mac[DDL_AUTH_MAC];
+    if (!hostport_ok(addr)) {
+        ddl_error("node %u: the leader agent's address '%s' is not IPv4:port", o->node_id, addr);
+        return -1;
+    }
     int fd = ddl_tcp_connect(addr, timeout_ms, &err);
     if (fd < 0) {
         ddl_error("node %u: cannot reach the leader agent: %s", o->node_id, err.text);
@@ -1435,41 +1820,74 @@ static int connect_to(agent_t *a, const char *addr, int timeout_ms)
             ddl_warn("node %u: cannot listen for agents (%s): it will not take over as the "
                      "leader", o->node_id, err.text);
     }
-    m.u.peer_hello.step = (char *)o->step;
-    m.u.peer_hello.node_id = o->node_id;
-    m.u.peer_hello.secret = (uint8_t *)o->secret;
-    m.u.peer_hello.secret_len = o->secret_len;
-    m.u.peer_hello.host = a->host;
-    m.u.peer_hello.listen = a->roster ? a->roster[o->node_id] : NULL;
-    if (ddl_proto_send(fd, &m) < 0 || ddl_proto_recv(fd, &m, timeout_ms, &err) < 0) {
-        ddl_error("node %u: no answer from the leader agent at %s: %s", o->node_id, addr,
-                  errno == EPROTO || errno == ETIMEDOUT ? err.text : strerror(errno));
+    const char *listen = a->roster ? a->roster[o->node_id] : "";
+    if (ddl_auth_nonce(nonce, &err) < 0 ||
+        ddl_auth_hello_mac(o->secret, o->secret_len, o->step, o->node_id, a->host, listen, nonce,
+                           mac) < 0) {
+        ddl_error("node %u: cannot authenticate to the leader agent: %s", o->node_id,
+                  errno == EIO ? "libcrypto failed" : err.text);
         close(fd);
         return -1;
     }
-    if (m.type != DDL_MSG_ACK) {
+    m.u.peer_auth.step = (char *)o->step;
+    m.u.peer_auth.node_id = o->node_id;
+    m.u.peer_auth.host = a->host;
+    m.u.peer_auth.listen = (char *)listen;
+    memcpy(m.u.peer_auth.nonce, nonce, sizeof nonce);
+    memcpy(m.u.peer_auth.mac, mac, sizeof mac);
+    if (ddl_proto_send(fd, &m) < 0 || ddl_proto_recv(fd, &m, timeout_ms, &err) < 0) {
+        ddl_error("node %u: the agent at %s did not authenticate this node: %s (not the leader "
+                  "of step %s, or another secret)", o->node_id, addr,
+                  errno == EPROTO || errno == ETIMEDOUT ? err.text : strerror(errno), o->step);
+        close(fd);
+        return -1;
+    }
+    const char *why = NULL;
+    uint8_t expect[DDL_AUTH_MAC];
+    conn_t *c = NULL;
+    if (m.type == DDL_MSG_ERROR) {
         ddl_error("node %u: the leader agent at %s refused this node: %s", o->node_id, addr,
-                  m.type == DDL_MSG_ERROR ? m.u.error.text : ddl_msg_type_str(m.type));
+                  m.u.error.text);
+        why = "";
+    } else if (m.type != DDL_MSG_PEER_WELCOME) {
+        why = "it answered with another message";
+    } else if (m.u.peer_welcome.node_id >= o->nnodes || m.u.peer_welcome.node_id == o->node_id ||
+               ddl_auth_welcome_mac(o->secret, o->secret_len, o->step, m.u.peer_welcome.node_id,
+                                    o->node_id, nonce, m.u.peer_welcome.nonce, expect) < 0 ||
+               !ddl_auth_equal(expect, m.u.peer_welcome.mac, sizeof expect)) {
+        why = "it did not prove that it belongs to this step";
+    } else if (!(c = calloc(1, sizeof *c)) || conn_add(a, c) < 0 ||
+               ddl_auth_link_init(&c->link, o->secret, o->secret_len, nonce,
+                                  m.u.peer_welcome.nonce, 1) < 0) {
+        why = "out of memory or libcrypto failed";
+    }
+    if (why) {
+        if (*why)
+            ddl_error("node %u: not linking to the agent at %s: %s", o->node_id, addr, why);
+        if (c && a->nconns && a->conns[a->nconns - 1] == c)
+            a->nconns--;
+        free(c);
         ddl_msg_clear(&m);
         close(fd);
         return -1;
     }
-    conn_t *c = calloc(1, sizeof *c);
-    if (!c || conn_add(a, c) < 0) {
-        free(c);
-        close(fd);
-        ddl_error("out of memory");
-        return -1;
-    }
+    uint32_t leader = m.u.peer_welcome.node_id;
     ddl_fd_set_nonblock(fd, 1);
     c->fd = fd;
     c->kind = CONN_LEADER;
-    c->node_id = UINT32_MAX; /* until its first beat */
+    c->authed = 1;
+    c->node_id = leader;
     c->heard_ms = ddl_now_ms();
     c->rank = -1;
+    snprintf(c->ip, sizeof c->ip, "%.*s", (int)strcspn(addr, ":"), addr);
     a->up = c;
     snprintf(a->leader_addr, sizeof a->leader_addr, "%s", addr);
-    ddl_debug("node %u: linked to the leader agent at %s", o->node_id, addr);
+    a->leader_node = leader;
+    a->peers[leader].state = DDL_PEER_UP;
+    a->peers[leader].heard_at = ddl_now_ms();
+    snprintf(a->peers[leader].addr, sizeof a->peers[leader].addr, "%s", addr);
+    ddl_debug("node %u: linked to the leader agent (node %u) at %s, authenticated", o->node_id,
+              leader, addr);
     return 0;
 }
 
@@ -1626,13 +2044,16 @@ static int setup(agent_t *a)
     a->peers = calloc(a->opts->nnodes ? a->opts->nnodes : 1, sizeof *a->peers);
     a->exited = calloc(n, 1);
     a->lost = calloc(a->opts->nnodes ? a->opts->nnodes : 1, 1);
+    a->owner = malloc(n * sizeof *a->owner);
+    a->nonces = calloc(NONCE_MEMORY, sizeof *a->nonces);
     if (!a->ranks || !a->ag_blob || !a->ag_len || !a->ag_waiter || !a->is_local || !a->heard_at ||
-        !a->peers || !a->exited || !a->lost) {
+        !a->peers || !a->exited || !a->lost || !a->owner || !a->nonces) {
         ddl_error("out of memory for a step of %u ranks", n);
         return -1;
     }
     for (uint32_t i = 0; i < n; i++)
         a->ranks[i].rank = i;
+    memset(a->owner, 0xff, n * sizeof *a->owner); /* NO_RANK: no node spoke for it yet */
     const ddl_agent_opts_t *o = a->opts;
     for (uint32_t i = 0; i < (o->local ? o->nlocal : n); i++) {
         uint32_t r = o->local ? o->local[i] : i;
@@ -1641,6 +2062,7 @@ static int setup(agent_t *a)
             return -1;
         }
         a->is_local[r] = 1;
+        a->owner[r] = o->node_id;
         a->nlocal++;
     }
     if (o->spares || o->min_nodes) {
@@ -1757,16 +2179,20 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
             goto out;
         }
         pfds = np;
+        int64_t paused = a.accept_paused_until - ddl_now_ms();
         pfds[0] = (struct pollfd){.fd = a.sfd, .events = POLLIN};
-        pfds[1] = (struct pollfd){.fd = a.lfd, .events = POLLIN};
-        pfds[2] = (struct pollfd){.fd = a.tfd, .events = POLLIN}; /* -1: ignored */
+        pfds[1] = (struct pollfd){.fd = paused > 0 ? -1 : a.lfd, .events = POLLIN};
+        pfds[2] = (struct pollfd){.fd = paused > 0 ? -1 : a.tfd, .events = POLLIN}; /* -1: ignored */
         for (size_t i = 0; i < a.nconns; i++) {
             conn_t *c = a.conns[i];
-            pfds[i + 3] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+            /* a connection being closed is not read: only its error is written */
+            pfds[i + 3] = (struct pollfd){.fd = c->fd, .events = c->close_after_flush ? 0 : POLLIN};
             if (c->out_off < c->out_len)
                 pfds[i + 3].events |= POLLOUT;
         }
         int wait = opts->exit_when_done ? 1000 : -1;
+        if (paused > 0)
+            wait = wait < 0 || paused < wait ? (int)paused : wait;
         if (opts->nnodes > 1) {
             int64_t left = a.last_beat + a.beat_ms - ddl_now_ms();
             left = left < 0 ? 0 : left;
@@ -1805,15 +2231,22 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
             if (drop)
                 conn_drop(&a, i);
         }
-        if (opts->nnodes > 1 && ddl_now_ms() - a.last_beat >= a.beat_ms) {
+        if (opts->nnodes > 1 && ddl_now_ms() - a.last_beat >= a.beat_ms)
             send_beats(&a);
-            for (size_t i = a.nconns; i-- > 0;)
-                if (a.conns[i]->kind == CONN_TCP_NEW &&
-                    ddl_now_ms() - a.conns[i]->opened_ms > HELLO_TIMEOUT_MS) {
-                    ddl_warn("dropping a TCP connection that did not say hello within %d s",
-                             HELLO_TIMEOUT_MS / 1000);
-                    conn_drop(&a, i);
-                }
+        /* deadlines: authenticating, and writing a refused client's error */
+        for (size_t i = a.nconns; i-- > 0;) {
+            conn_t *c = a.conns[i];
+            int64_t now = ddl_now_ms();
+            if (c->close_after_flush && !c->closing_ms)
+                c->closing_ms = now;
+            if (c->kind == CONN_TCP_NEW && now - c->opened_ms > HELLO_TIMEOUT_MS) {
+                if (limited())
+                    ddl_warn("dropping a TCP connection from %s that did not authenticate "
+                             "within %d s", c->ip, HELLO_TIMEOUT_MS / 1000);
+                conn_drop(&a, i);
+            } else if (c->closing_ms && now - c->closing_ms > CLOSE_FLUSH_MS) {
+                conn_drop(&a, i);
+            }
         }
         if (opts->supervise && !a.final) {
             check_silence(&a);
@@ -1876,6 +2309,8 @@ out:
     free(a.peers);
     free(a.exited);
     free(a.lost);
+    free(a.owner);
+    free(a.nonces);
     free(a.roster);
     if (a.listen_fd >= 0)
         close(a.listen_fd);

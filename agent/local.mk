@@ -1,8 +1,9 @@
 # agent/: ddl-agent, the per-node, per-step daemon and its status client.
 bin_PROGRAMS += agent/ddl-agent
 agent_ddl_agent_SOURCES = agent/main.c agent/agent.c agent/agent.h agent/status.c \
+                          agent/auth.c agent/auth.h \
                           agent/topo_cmd.c agent/topo_cmd.h \
                           agent/config_cmd.c agent/config_cmd.h
-agent_ddl_agent_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
-agent_ddl_agent_LDADD = common/libddlcommon.la $(HWLOC_LIBS)
+agent_ddl_agent_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(CRYPTO_CFLAGS)
+agent_ddl_agent_LDADD = common/libddlcommon.la $(HWLOC_LIBS) $(CRYPTO_LIBS)
 EXTRA_DIST += agent/README.md

@@ -36,7 +36,8 @@ const char *ddl_msg_type_str(int type)
     static const char *const names[] = {"",       "ERROR",      "REGISTER", "RANK_STATE",
                                         "ALLGATHER", "ALLGATHER_RESULT", "STATUS_REQ",
                                         "STATUS", "ACK", "PEER_HELLO", "NODE_GATHER",
-                                        "PEER_BEAT", "FAILURE", "GENERATION", "ROSTER"};
+                                        "PEER_BEAT", "FAILURE", "GENERATION", "ROSTER",
+                                        "PEER_AUTH", "PEER_WELCOME"};
     return type >= DDL_MSG_ERROR && type <= DDL_MSG_TYPE_MAX ? names[type] : "unknown";
 }
 
@@ -155,6 +156,11 @@ void ddl_msg_clear(ddl_msg_t *msg)
         free(msg->u.peer_hello.secret);
         free(msg->u.peer_hello.host);
         free(msg->u.peer_hello.listen);
+        break;
+    case DDL_MSG_PEER_AUTH:
+        free(msg->u.peer_auth.step);
+        free(msg->u.peer_auth.host);
+        free(msg->u.peer_auth.listen);
         break;
     case DDL_MSG_PEER_BEAT:
         free(msg->u.peer_beat.host);
@@ -365,6 +371,19 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
         w_str(&w, u->peer_hello.host);
         w_str(&w, u->peer_hello.listen);
         break;
+    case DDL_MSG_PEER_AUTH:
+        w_str(&w, u->peer_auth.step);
+        w_u32(&w, u->peer_auth.node_id);
+        w_str(&w, u->peer_auth.host);
+        w_str(&w, u->peer_auth.listen);
+        w_blob(&w, u->peer_auth.nonce, DDL_PROTO_NONCE_LEN);
+        w_blob(&w, u->peer_auth.mac, DDL_PROTO_MAC_LEN);
+        break;
+    case DDL_MSG_PEER_WELCOME:
+        w_u32(&w, u->peer_welcome.node_id);
+        w_blob(&w, u->peer_welcome.nonce, DDL_PROTO_NONCE_LEN);
+        w_blob(&w, u->peer_welcome.mac, DDL_PROTO_MAC_LEN);
+        break;
     case DDL_MSG_PEER_BEAT:
         w_u32(&w, u->peer_beat.node_id);
         w_u32(&w, u->peer_beat.gen);
@@ -501,13 +520,35 @@ static uint32_t r_blob(rbuf_t *r, const uint8_t **out, const char *what)
     return n;
 }
 
+/* r_fixed: a blob of exactly len bytes, copied into out. */
+static void r_fixed(rbuf_t *r, uint8_t *out, uint32_t len, const char *what)
+{
+    const uint8_t *p;
+    uint32_t n = r_blob(r, &p, what);
+    if (!r->what && n != len)
+        r->what = what;
+    if (!r->what)
+        memcpy(out, p, len);
+}
+
+/* str_ok: a wire string holds no NUL and no control character. */
+static int str_ok(const uint8_t *s, uint32_t n)
+{
+    if (n > DDL_PROTO_MAX_STR)
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (s[i] < 0x20 || s[i] == 0x7f)
+            return 0;
+    return 1;
+}
+
 static char *r_str(rbuf_t *r, const char *what, int *nomem)
 {
     const uint8_t *s;
     uint32_t n = r_blob(r, &s, what);
     if (r->what)
         return NULL;
-    if (n > DDL_PROTO_MAX_STR || memchr(s, '\0', n)) {
+    if (!str_ok(s, n)) {
         r->what = what;
         return NULL;
     }
@@ -532,7 +573,7 @@ static void r_str_into(rbuf_t *r, char *buf, size_t size, const char *what)
     uint32_t n = r_blob(r, &s, what);
     if (r->what)
         return;
-    if (n > DDL_PROTO_MAX_STR || memchr(s, '\0', n)) {
+    if (!str_ok(s, n)) {
         r->what = what;
         return;
     }
@@ -554,6 +595,35 @@ static int malformed(ddl_msg_t *msg, ddl_error_t *err, const char *fmt, ...)
     }
     errno = EPROTO;
     return -1;
+}
+
+int ddl_proto_peek(const uint8_t *buf, size_t avail, uint16_t *type, size_t *frame_len,
+                   ddl_error_t *err)
+{
+    uint32_t magic, body;
+    uint16_t t;
+    if (avail < DDL_PROTO_HDR_LEN)
+        return 0;
+    memcpy(&magic, buf, 4);
+    memcpy(&t, buf + 6, 2);
+    memcpy(&body, buf + 8, 4);
+    magic = ntohl(magic);
+    t = ntohs(t);
+    body = ntohl(body);
+    errno = EPROTO;
+    if (magic != DDL_PROTO_MAGIC)
+        return ddl_errprintf(err, "bad magic 0x%08x (not a ddl peer?)", magic);
+    if (buf[4] != DDL_PROTO_MAJOR)
+        return ddl_errprintf(err, "protocol major version %u not supported (this side speaks %u)",
+                             buf[4], DDL_PROTO_MAJOR);
+    if (body > DDL_PROTO_MAX_BODY)
+        return ddl_errprintf(err, "frame body of %u bytes exceeds the %u-byte limit", body,
+                             DDL_PROTO_MAX_BODY);
+    if (t < DDL_MSG_ERROR || t > DDL_MSG_TYPE_MAX)
+        return ddl_errprintf(err, "unknown message type %u", t);
+    *type = t;
+    *frame_len = DDL_PROTO_HDR_LEN + (size_t)body;
+    return 1;
 }
 
 ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_error_t *err)
@@ -754,6 +824,19 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
             u->peer_hello.listen = r_str(&r, "listen address", &nomem);
         break;
     }
+    case DDL_MSG_PEER_AUTH:
+        u->peer_auth.step = r_str(&r, "step", &nomem);
+        u->peer_auth.node_id = r_u32(&r, "node id");
+        u->peer_auth.host = r_str(&r, "host", &nomem);
+        u->peer_auth.listen = r_str(&r, "listen address", &nomem);
+        r_fixed(&r, u->peer_auth.nonce, DDL_PROTO_NONCE_LEN, "nonce");
+        r_fixed(&r, u->peer_auth.mac, DDL_PROTO_MAC_LEN, "MAC");
+        break;
+    case DDL_MSG_PEER_WELCOME:
+        u->peer_welcome.node_id = r_u32(&r, "node id");
+        r_fixed(&r, u->peer_welcome.nonce, DDL_PROTO_NONCE_LEN, "nonce");
+        r_fixed(&r, u->peer_welcome.mac, DDL_PROTO_MAC_LEN, "MAC");
+        break;
     case DDL_MSG_PEER_BEAT: {
         u->peer_beat.node_id = r_u32(&r, "node id");
         u->peer_beat.gen = r_u32(&r, "generation");

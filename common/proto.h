@@ -10,7 +10,9 @@
  * length + bytes).  Compatibility: within a major version a newer minor may
  * append fields at the end of a body; decoders ignore trailing bytes.  A
  * frame of another major version, an unknown type, a body over
- * DDL_PROTO_MAX_BODY or a field running past the body is malformed (EPROTO).
+ * DDL_PROTO_MAX_BODY, a field running past the body, or a string holding a
+ * NUL or a control character (below 0x20, or 0x7f) is malformed (EPROTO):
+ * strings from a peer can reach logs, terminals and environment variables.
  * Message type numbers are never reused.
  */
 #ifndef DDL_PROTO_H
@@ -24,7 +26,7 @@
 
 #define DDL_PROTO_MAGIC 0x44444c77u /* "DDLw" */
 #define DDL_PROTO_MAJOR 1
-#define DDL_PROTO_MINOR 4
+#define DDL_PROTO_MINOR 5
 #define DDL_PROTO_HDR_LEN 12
 #define DDL_PROTO_MAX_BODY (64u << 20)
 #define DDL_PROTO_MAX_STR 4096u
@@ -39,14 +41,23 @@ typedef enum {
     DDL_MSG_STATUS_REQ = 6,       /* client -> agent: describe the step */
     DDL_MSG_STATUS = 7,           /* agent -> client: the step and its ranks */
     DDL_MSG_ACK = 8,              /* agent -> client: request accepted */
-    DDL_MSG_PEER_HELLO = 9,       /* agent -> leader agent (TCP): step, node, secret */
+    DDL_MSG_PEER_HELLO = 9,       /* before minor 5 (the secret in clear): refused */
     DDL_MSG_NODE_GATHER = 10,     /* agent -> leader agent: a node's contributions */
     DDL_MSG_PEER_BEAT = 11,       /* agent <-> agent (TCP), every heartbeat interval (minor 2) */
     DDL_MSG_FAILURE = 12,         /* ddl-launch -> agent -> leader agent: a rank failed (minor 3) */
     DDL_MSG_GENERATION = 13,      /* leader agent -> agents -> ddl-launch: what to do next (minor 3) */
     DDL_MSG_ROSTER = 14,          /* leader agent -> agents: where every agent listens (minor 3) */
+    DDL_MSG_PEER_AUTH = 15,       /* agent -> listening agent (TCP): claims, nonce, MAC (minor 5) */
+    DDL_MSG_PEER_WELCOME = 16,    /* listening agent -> agent: its nonce and MAC (minor 5) */
 } ddl_msg_type_t;
-#define DDL_MSG_TYPE_MAX DDL_MSG_ROSTER
+#define DDL_MSG_TYPE_MAX DDL_MSG_PEER_WELCOME
+
+/* PEER_AUTH and PEER_WELCOME: sizes of the nonces and MACs (agent/auth.h),
+ * and the largest PEER_AUTH body a listening agent reads from a connection
+ * that has not authenticated yet. */
+#define DDL_PROTO_NONCE_LEN 32
+#define DDL_PROTO_MAC_LEN 32
+#define DDL_PROTO_MAX_AUTH_BODY 1024u
 
 /* Failure classes (design §7), in DDL_MSG_FAILURE and the failure summary. */
 typedef enum {
@@ -237,6 +248,19 @@ typedef struct {
             char *listen; /* minor 3: where it accepts agents if it must lead, "IPv4:port" */
         } peer_hello;
         struct {
+            char *step;    /* the step it belongs to */
+            uint32_t node_id;
+            char *host;    /* its hostname */
+            char *listen;  /* where it accepts agents if it must lead, "IPv4:port" or "" */
+            uint8_t nonce[DDL_PROTO_NONCE_LEN];
+            uint8_t mac[DDL_PROTO_MAC_LEN]; /* over the fields above, under the secret */
+        } peer_auth;
+        struct {
+            uint32_t node_id; /* the listening agent's node */
+            uint8_t nonce[DDL_PROTO_NONCE_LEN];
+            uint8_t mac[DDL_PROTO_MAC_LEN]; /* over both nonces, under the secret */
+        } peer_welcome;
+        struct {
             uint32_t node_id; /* the sender's node */
             uint32_t gen;     /* its generation */
             char *host;       /* its hostname */
@@ -297,6 +321,14 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len);
  * of a frame (nothing filled); -1 with errno EPROTO and the reason in err for
  * a malformed frame, or ENOMEM.  Never reads past avail. */
 ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_error_t *err);
+
+/* ddl_proto_peek: check the header at the start of buf[0..avail) without
+ * decoding the body: 1 and *type, *frame_len (header + body) when the
+ * header is whole and valid (magic, major version, known type, body within
+ * DDL_PROTO_MAX_BODY); 0 if fewer than DDL_PROTO_HDR_LEN bytes are there;
+ * -1 with errno EPROTO and err for a bad header. */
+int ddl_proto_peek(const uint8_t *buf, size_t avail, uint16_t *type, size_t *frame_len,
+                   ddl_error_t *err);
 
 /* ddl_proto_send: encode msg and write it whole to a blocking fd.  -1 with
  * errno on encode or write failure; a closed peer socket is EPIPE, never a

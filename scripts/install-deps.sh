@@ -9,6 +9,7 @@ build-essential autoconf automake libtool pkg-config
 libucx-dev ucx-utils
 libhwloc-dev hwloc-nox
 libconfuse-dev
+libssl-dev
 zlib1g-dev
 libpmix-dev
 openmpi-bin libopenmpi-dev

@@ -123,3 +123,20 @@ tests/integration/t0016-slurm-torch.log: tests/integration/t0015-slurm-ddl.log
 INTEGRATION_TESTS += tests/integration/t0019-slurm-recovery.t
 tests/integration/t0019-slurm-recovery.log: tests/integration/t0016-slurm-torch.log
 EXTRA_DIST += tests/slurm/lib-cluster.sh
+
+check_PROGRAMS += tests/unit/t_auth
+TESTS += tests/unit/t_auth
+tests_unit_t_auth_SOURCES = tests/unit/t_auth.c agent/auth.c agent/auth.h tests/tap.h
+tests_unit_t_auth_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/agent
+tests_unit_t_auth_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS)
+tests_unit_t_auth_LDADD = common/libddlcommon.la $(CRYPTO_LIBS)
+
+# Attacks on the agents' links (t0021): a real ddl-agent per scenario, the
+# other nodes played by agent-attack with the step's secret or without it.
+check_PROGRAMS += tests/helpers/agent-attack
+tests_helpers_agent_attack_SOURCES = tests/helpers/agent-attack.c agent/auth.c agent/auth.h
+tests_helpers_agent_attack_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/agent
+tests_helpers_agent_attack_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS) $(PTHREAD_CFLAGS)
+tests_helpers_agent_attack_LDADD = common/libddlcommon.la $(CRYPTO_LIBS) $(PTHREAD_LIBS)
+TESTS += tests/integration/t0021-agent-security.t
+EXTRA_DIST += tests/integration/t0021-agent-security.t

@@ -457,6 +457,81 @@ static void test_round_trips(void)
     is(out.type, DDL_MSG_ACK, "ACK (empty body)");
 }
 
+/* PEER_AUTH, PEER_WELCOME (minor 5), the header check, and strings with
+ * control characters, which a peer could send to logs or environments. */
+static void test_auth_and_strings(void)
+{
+    ddl_msg_t in = {.type = DDL_MSG_PEER_AUTH}, out;
+    ddl_error_t err = {""};
+    in.u.peer_auth.step = "123.0";
+    in.u.peer_auth.node_id = 7;
+    in.u.peer_auth.host = "n7";
+    in.u.peer_auth.listen = "10.0.0.7:4242";
+    for (int i = 0; i < DDL_PROTO_NONCE_LEN; i++)
+        in.u.peer_auth.nonce[i] = (uint8_t)i, in.u.peer_auth.mac[i] = (uint8_t)(255 - i);
+    round_trip(&in, &out);
+    ok(out.type == DDL_MSG_PEER_AUTH && strcmp(out.u.peer_auth.step, "123.0") == 0 &&
+           out.u.peer_auth.node_id == 7 && strcmp(out.u.peer_auth.host, "n7") == 0 &&
+           strcmp(out.u.peer_auth.listen, "10.0.0.7:4242") == 0 &&
+           memcmp(out.u.peer_auth.nonce, in.u.peer_auth.nonce, DDL_PROTO_NONCE_LEN) == 0 &&
+           memcmp(out.u.peer_auth.mac, in.u.peer_auth.mac, DDL_PROTO_MAC_LEN) == 0,
+       "PEER_AUTH claims, nonce and MAC survive");
+    ddl_msg_clear(&out);
+    size_t len;
+    uint8_t *f = encode(&in, &len);
+    ok(len <= DDL_PROTO_HDR_LEN + DDL_PROTO_MAX_AUTH_BODY,
+       "a PEER_AUTH (%zu bytes) fits the limit for unauthenticated peers", len);
+    uint16_t type = 0;
+    size_t flen = 0;
+    ok(ddl_proto_peek(f, len, &type, &flen, &err) == 1 && type == DDL_MSG_PEER_AUTH &&
+           flen == len, "peek: type and length from the header alone");
+    ok(ddl_proto_peek(f, DDL_PROTO_HDR_LEN - 1, &type, &flen, &err) == 0,
+       "peek: a partial header asks for more");
+    f[0] ^= 0xff;
+    ok(ddl_proto_peek(f, len, &type, &flen, &err) == -1 && errno == EPROTO &&
+           strstr(err.text, "magic"), "peek: a bad magic is refused (%s)", err.text);
+    f[0] ^= 0xff;
+    f[7] = 99;
+    ok(ddl_proto_peek(f, len, &type, &flen, &err) == -1 && strstr(err.text, "type"),
+       "peek: an unknown type is refused before its body is read");
+    free(f);
+    /* the same frame with a 32-byte nonce cut to 31 is malformed */
+    in.u.peer_auth.listen = "";
+    f = encode(&in, &len);
+    set_u32(f + len - 2 * (4 + DDL_PROTO_NONCE_LEN), DDL_PROTO_NONCE_LEN - 1);
+    expect_malformed(f, len, "PEER_AUTH nonce of 31 bytes", "nonce");
+    free(f);
+
+    in = (ddl_msg_t){.type = DDL_MSG_PEER_WELCOME};
+    in.u.peer_welcome.node_id = 2;
+    memset(in.u.peer_welcome.nonce, 0xab, DDL_PROTO_NONCE_LEN);
+    memset(in.u.peer_welcome.mac, 0xcd, DDL_PROTO_MAC_LEN);
+    round_trip(&in, &out);
+    ok(out.u.peer_welcome.node_id == 2 && out.u.peer_welcome.nonce[31] == 0xab &&
+           out.u.peer_welcome.mac[0] == 0xcd, "PEER_WELCOME node, nonce and MAC survive");
+
+    static const char *const bad[] = {"x\nLD_PRELOAD=/tmp/evil.so", "\033[2J", "tab\there",
+                                      "del\177"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        in = (ddl_msg_t){.type = DDL_MSG_PEER_BEAT};
+        in.u.peer_beat.host = (char *)bad[i];
+        f = encode(&in, &len);
+        expect_malformed(f, len, "a string with a control character", "host");
+        free(f);
+    }
+    in = (ddl_msg_t){.type = DDL_MSG_GENERATION};
+    in.u.generation.code = -1;
+    in.u.generation.master = "10.0.0.1\nLD_PRELOAD=x";
+    f = encode(&in, &len);
+    expect_malformed(f, len, "MASTER_ADDR with a newline", "master address");
+    free(f);
+    in = (ddl_msg_t){.type = DDL_MSG_REGISTER};
+    snprintf(in.u.reg.cpus, sizeof in.u.reg.cpus, "0-3\r");
+    f = encode(&in, &len);
+    expect_malformed(f, len, "a placement string with a carriage return", "cpus");
+    free(f);
+}
+
 static void test_two_frames(void)
 {
     ddl_msg_t a = {.type = DDL_MSG_REGISTER}, b = {.type = DDL_MSG_ACK}, out;
@@ -747,6 +822,7 @@ int main(void)
     test_fail_summary();
     test_round_trips();
     test_two_frames();
+    test_auth_and_strings();
     test_malformed();
     test_encode_errors();
     test_socket_io();
