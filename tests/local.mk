@@ -124,8 +124,13 @@ INTEGRATION_TESTS += tests/integration/t0019-slurm-recovery.t
 tests/integration/t0019-slurm-recovery.log: tests/integration/t0016-slurm-torch.log
 EXTRA_DIST += tests/slurm/lib-cluster.sh
 
-check_PROGRAMS += tests/unit/t_auth
-TESTS += tests/unit/t_auth
+check_PROGRAMS += tests/unit/t_auth tests/unit/t_world tests/unit/t_policy
+TESTS += tests/unit/t_auth tests/unit/t_world tests/unit/t_policy
+tests_unit_t_world_SOURCES = tests/unit/t_world.c agent/world.c agent/world.h tests/tap.h
+tests_unit_t_world_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/agent
+tests_unit_t_policy_SOURCES = tests/unit/t_policy.c agent/policy.c agent/policy.h tests/tap.h
+tests_unit_t_policy_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/agent
+tests_unit_t_policy_LDADD = common/libddlcommon.la
 tests_unit_t_auth_SOURCES = tests/unit/t_auth.c agent/auth.c agent/auth.h tests/tap.h
 tests_unit_t_auth_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/agent
 tests_unit_t_auth_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS)

@@ -1,0 +1,205 @@
+/* agent_int.h: the internals of ddl-agent's daemon, shared by its files:
+ *
+ *   agent.c     the start-up, the poll loop, the message dispatch tables,
+ *               status replies and the supervisors' registrations
+ *   conn.c      connections: non-blocking buffers, framing (tags on
+ *               authenticated links), accepting with limits, dropping
+ *   links.c     links between agents: authentication (auth.h), beats,
+ *               silence, the roster and leader takeover
+ *   exchange.c  the bootstrap allgather through the agents
+ *   recovery.c  failures to decisions (policy.h) and their application
+ *   world.c     the world map (world.h), policy.c the policy (policy.h):
+ *               pure functions, unit-tested
+ *
+ * One agent_t per daemon, used by one thread; nothing here blocks except
+ * where a function says so.  Functions that return int return 0 or -1.
+ */
+#ifndef DDL_AGENT_INT_H
+#define DDL_AGENT_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <arpa/inet.h>
+
+#include "agent.h"
+#include "auth.h"
+#include "policy.h"
+#include "proto.h"
+#include "world.h"
+
+enum { CONN_UNIX, CONN_TCP_NEW, CONN_PEER, CONN_LEADER };
+
+#define HELLO_TIMEOUT_MS 5000  /* a TCP connection that has not authenticated is dropped */
+#define MAX_UNAUTHED 64        /* TCP connections not authenticated yet: the oldest goes */
+#define CLOSE_FLUSH_MS 1000    /* a refused client that does not read its error is dropped */
+#define ACCEPT_PAUSE_MS 100    /* out of descriptors: stop accepting for this long */
+
+typedef struct {
+    int fd;
+    int kind;         /* CONN_*: local client, TCP before/after PEER_HELLO, link to the leader */
+    uint32_t node_id; /* CONN_PEER, CONN_LEADER: the node it speaks for (UINT32_MAX: unknown) */
+    uid_t uid;
+    pid_t pid;
+    int rank; /* rank whose supervisor this is, -1 otherwise */
+    int lib;  /* a worker's libddl (it asked for an exchange): told when its generation ends */
+    int64_t opened_ms; /* CONN_TCP_NEW: must authenticate within HELLO_TIMEOUT_MS */
+    int64_t heard_ms;  /* CONN_PEER, CONN_LEADER: last message on the link */
+    uint8_t *in;
+    size_t in_len, in_cap;
+    uint8_t *out;
+    size_t out_len, out_off;
+    int close_after_flush;
+    int64_t closing_ms; /* when close_after_flush was set (0: not yet) */
+    int authed;         /* CONN_PEER, CONN_LEADER: every frame carries a tag (auth.h) */
+    int dead;           /* drop at once, without a reply */
+    char ip[INET_ADDRSTRLEN]; /* TCP: the peer's address, for logs */
+    ddl_auth_link_t link;
+} conn_t;
+
+/* What this agent knows of another node's agent. */
+typedef struct {
+    uint8_t state;     /* ddl_peer_state_t */
+    int64_t heard_at;  /* ddl_now_ms() of the last message, 0: never */
+    char host[DDL_PLACE_LEN];
+    char addr[64];
+} peer_t;
+
+/* A failure as the leader compares them. */
+typedef struct {
+    uint32_t gen;
+    int64_t rank; /* the failed task (slot), -1: the whole node */
+    uint32_t node;
+    uint8_t cls;
+    int32_t wstatus;
+    char host[DDL_PLACE_LEN];
+    char text[512];
+} failure_t;
+
+typedef struct {
+    const ddl_agent_opts_t *opts;
+    char host[DDL_PLACE_LEN]; /* this node's hostname */
+    const char *ckpt_dir;     /* DDL_CHECKPOINT_DIR, or NULL */
+    int64_t *heard_at;        /* per world rank: last message from it, 0: never */
+    peer_t *peers;            /* per node (nnodes entries) */
+    int64_t beat_ms, last_beat;
+    int lfd, sfd, tfd;
+    uint8_t *is_local;  /* per world rank: served by this agent */
+    uint32_t nlocal;    /* how many */
+    int leader;         /* this agent serves the world-wide exchanges */
+    conn_t *up;         /* others: the link to the leader (NULL once lost) */
+    int64_t started_ms;
+    conn_t **conns;
+    size_t nconns, cap;
+    ddl_rank_info_t *ranks;
+    /* the bootstrap allgather in progress */
+    int ag_active;
+    uint32_t ag_gen, ag_seq, ag_got; /* leader: ranks in; others: local ranks in */
+    uint8_t **ag_blob;
+    uint32_t *ag_len;
+    conn_t **ag_waiter;
+    int shutting_down;
+    /* recovery (opts->supervise) */
+    uint32_t gen;          /* the step's generation */
+    int final;             /* stop or finish decided: no generation follows */
+    int node_timeout_ms;
+    uint8_t *exited;       /* leader: per rank, exited 0 in this generation */
+    uint32_t nexited;
+    ddl_policy_cfg_t pcfg;  /* the recovery policy (policy.h) */
+    ddl_policy_state_t pol; /* leader: restarts used, checkpoint progress */
+    int64_t decide_at;     /* leader: end of the failure window, 0: none open */
+    failure_t cause;       /* leader: the likeliest root cause in the window */
+    char last_failure[1100]; /* the last failure and its decision, for status; "" none */
+    /* the world of this generation (world.h): with spares or shrinking
+     * allowed, whole nodes move; otherwise rank = slot */
+    ddl_world_t w;
+    uint32_t nlocal_active; /* ranks of the world on this node */
+    uint8_t *lost;          /* per node: lost */
+    /* leader takeover (supervised, several nodes): every agent listens, the
+     * leader tells all where (ROSTER); when the leader is lost, the lowest
+     * live node leads */
+    char (*roster)[64];     /* per node: where its agent listens, "" unknown */
+    int listen_fd;          /* not leading: the socket it would lead on, -1: none */
+    uint32_t leader_node;   /* the node of the leader agent */
+    char leader_addr[64];   /* where the leader listens */
+    int64_t takeover_until; /* new leader: wait for the others' hellos until then, 0: not */
+    int need_takeover;      /* the leader was lost: choose another (main loop) */
+    char takeover_why[300]; /* "lost the leader agent (node N, ADDR): HOW" */
+    char takeover_how[160];
+    uint32_t old_leader;    /* the leader that was lost */
+    /* what an authenticated peer may speak for */
+    uint32_t *owner;        /* per slot: the node that reported it (no map: first claim) */
+    uint8_t (*nonces)[DDL_AUTH_NONCE]; /* the last NONCE_MEMORY nonces seen in PEER_AUTH */
+    uint32_t nonce_next;
+    int64_t accept_paused_until; /* out of descriptors: no accept() until then */
+} agent_t;
+
+#define NONCE_MEMORY 256 /* a replayed PEER_AUTH among the last this many is refused */
+
+#define NO_RANK DDL_NODE_IDLE
+
+/* slot_of: the slot (Slurm task) that holds world rank r. */
+static inline uint32_t slot_of(const agent_t *a, uint32_t r)
+{
+    return ddl_world_slot(&a->w, r);
+}
+
+/* rank_of: the world rank slot s holds now (-1: none, it is idle). */
+static inline int64_t rank_of(const agent_t *a, int64_t s)
+{
+    return ddl_world_rank(&a->w, s);
+}
+
+/* agent.c */
+void remap(agent_t *a);                                  /* world and nlocal_active */
+void heard_rank(agent_t *a, uint32_t rank);
+void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m);    /* one decoded message */
+
+/* conn.c */
+void conn_free(conn_t *c);
+int conn_queue(conn_t *c, const ddl_msg_t *msg);         /* -1: not queued (logged) */
+void reply_error(conn_t *c, int code, const char *text); /* an ERROR, whatever c is */
+void conn_error(conn_t *c, int code, const char *text);  /* none to unauthenticated TCP */
+int limited(void);                                       /* may a stranger's warning be logged */
+int conn_read(agent_t *a, conn_t *c);                    /* -1: drop c */
+int conn_flush(conn_t *c);                               /* -1: drop c */
+int conn_add(agent_t *a, conn_t *c);
+void conn_drop(agent_t *a, size_t idx);                  /* a->conns[idx] goes, the last moves in */
+void do_accept(agent_t *a);
+void do_accept_tcp(agent_t *a);
+
+/* links.c */
+int hostport_ok(const char *s);                          /* "" or IPv4:port */
+void send_beats(agent_t *a);
+void handle_beat(agent_t *a, conn_t *c, const ddl_msg_t *m);
+void handle_auth(agent_t *a, conn_t *c, const ddl_msg_t *m);
+int connect_to(agent_t *a, const char *addr, int timeout_ms); /* blocks up to 2 x timeout_ms */
+void link_lost(agent_t *a, conn_t *c, const char *how);
+void check_silence(agent_t *a);
+int silence_due(agent_t *a);                             /* ms, -1: no link */
+void send_roster(agent_t *a);
+void handle_roster(agent_t *a, const ddl_msg_t *m);
+void takeover(agent_t *a);                               /* may block in connect_to */
+void finish_takeover(agent_t *a);
+
+/* exchange.c */
+void ag_reset(agent_t *a);
+void ag_fail(agent_t *a, int code, const char *why);
+int owns(agent_t *a, uint32_t node, uint32_t slot);
+void handle_allgather(agent_t *a, conn_t *c, ddl_msg_t *m);
+void handle_node_gather(agent_t *a, conn_t *c, ddl_msg_t *m);
+void handle_result(agent_t *a, ddl_msg_t *m);
+
+/* recovery.c */
+int ckpt_latest(const char *dir, int64_t *step, uint32_t *age_ms); /* blocking file I/O */
+void to_peers(agent_t *a, const ddl_msg_t *m);
+void apply_generation(agent_t *a, const ddl_msg_t *m);
+int generation_ok(const agent_t *a, const ddl_msg_t *m, char *why, size_t len);
+void decide(agent_t *a);                                 /* the window has passed */
+void leader_failure(agent_t *a, const failure_t *f);
+void report_failure(agent_t *a, const failure_t *f);
+void rank_exited(agent_t *a, uint32_t rank, uint32_t gen);
+void stop_here(agent_t *a, const char *why);
+void handle_failure(agent_t *a, conn_t *c, const ddl_msg_t *m);
+
+#endif

@@ -1,0 +1,446 @@
+/* links.c: the TCP links between a step's agents: mutual authentication
+ * (auth.h) on both sides, the beats and the silence that makes a node
+ * lost, the roster of where every agent listens, and the takeover by the
+ * lowest live node when the leader is lost.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent_int.h"
+#include "log.h"
+#include "sock.h"
+
+/* hostport_ok: "" or "IPv4:port" (what ROSTER, PEER_AUTH and the leader's
+ * address may hold). */
+int hostport_ok(const char *s)
+{
+    char ip[INET_ADDRSTRLEN];
+    struct in_addr in;
+    if (!s || !*s)
+        return 1;
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s || (size_t)(colon - s) >= sizeof ip)
+        return 0;
+    memcpy(ip, s, (size_t)(colon - s));
+    ip[colon - s] = '\0';
+    long port;
+    return inet_pton(AF_INET, ip, &in) == 1 && ddl_parse_long(colon + 1, 1, 65535, &port) == 0;
+}
+
+/* beat: this agent's PEER_BEAT (points into a). */
+static ddl_msg_t beat(agent_t *a)
+{
+    ddl_msg_t m = {.type = DDL_MSG_PEER_BEAT};
+    m.u.peer_beat.node_id = a->opts->node_id;
+    m.u.peer_beat.gen = a->ag_gen;
+    m.u.peer_beat.host = a->host;
+    return m;
+}
+
+/* send_beats: PEER_BEAT on every link between agents. */
+void send_beats(agent_t *a)
+{
+    ddl_msg_t m = beat(a);
+    for (size_t i = 0; i < a->nconns; i++)
+        if (a->conns[i]->kind == CONN_PEER || a->conns[i]->kind == CONN_LEADER)
+            conn_queue(a->conns[i], &m);
+    a->last_beat = ddl_now_ms();
+}
+
+/* handle_beat: another agent is alive; the leader's first beat also says
+ * which node it is. */
+void handle_beat(agent_t *a, conn_t *c, const ddl_msg_t *m)
+{
+    uint32_t node = m->u.peer_beat.node_id;
+    if (node >= a->opts->nnodes || node == a->opts->node_id ||
+        (c->node_id != UINT32_MAX && node != c->node_id)) {
+        ddl_warn("ignoring a heartbeat that claims node %u on the link of node %u", node,
+                 c->node_id);
+        return;
+    }
+    if (c->kind == CONN_LEADER && c->node_id == UINT32_MAX) {
+        c->node_id = node;
+        a->peers[node].state = DDL_PEER_UP;
+        snprintf(a->peers[node].addr, sizeof a->peers[node].addr, "%s", a->leader_addr);
+        a->leader_node = node;
+    }
+    if (m->u.peer_beat.host)
+        snprintf(a->peers[node].host, sizeof a->peers[node].host, "%s", m->u.peer_beat.host);
+}
+
+/* nonce_replayed: whether this PEER_AUTH nonce was seen lately (a recorded
+ * PEER_AUTH sent again); remembers it otherwise. */
+static int nonce_replayed(agent_t *a, const uint8_t *nonce)
+{
+    for (uint32_t i = 0; i < NONCE_MEMORY; i++)
+        if (memcmp(a->nonces[i], nonce, DDL_AUTH_NONCE) == 0)
+            return 1;
+    memcpy(a->nonces[a->nonce_next++ % NONCE_MEMORY], nonce, DDL_AUTH_NONCE);
+    return 0;
+}
+
+/* handle_auth: a TCP connection proves that it is an agent of this step
+ * (auth.h).  One that cannot is dropped without an answer; an agent that
+ * can but may not link (its node is linked already, or was lost) is told
+ * why; the others get PEER_WELCOME and the link is authenticated. */
+void handle_auth(agent_t *a, conn_t *c, const ddl_msg_t *m)
+{
+    const typeof(m->u.peer_auth) *h = &m->u.peer_auth;
+    const ddl_agent_opts_t *o = a->opts;
+    uint8_t mac[DDL_AUTH_MAC];
+    ddl_error_t err;
+    char why[160];
+    if (!o->secret_len || !h->step ||
+        ddl_auth_hello_mac(o->secret, o->secret_len, h->step, h->node_id, h->host, h->listen,
+                           h->nonce, mac) < 0 ||
+        !ddl_auth_equal(mac, h->mac, DDL_AUTH_MAC) || strcmp(h->step, o->step) != 0 ||
+        h->node_id >= o->nnodes || h->node_id == o->node_id || !hostport_ok(h->listen)) {
+        if (limited())
+            ddl_warn("refused an agent connection from %s: it did not prove that it belongs to "
+                     "this step", c->ip);
+        c->dead = 1;
+        return;
+    }
+    if (nonce_replayed(a, h->nonce)) {
+        if (limited())
+            ddl_warn("refused an agent connection from %s: a replayed authentication", c->ip);
+        c->dead = 1;
+        return;
+    }
+    uint32_t node = h->node_id;
+    if (a->peers[node].state == DDL_PEER_UP || a->lost[node]) {
+        snprintf(why, sizeof why, "node %u %s", node,
+                 a->lost[node] ? "was lost from this step and is not taken back"
+                               : "already has an agent linked to the leader");
+        ddl_warn("refused node %u's agent at %s: %s", node, c->ip, why);
+        reply_error(c, a->lost[node] ? EPERM : EEXIST, why);
+        c->close_after_flush = 1;
+        return;
+    }
+    ddl_msg_t w = {.type = DDL_MSG_PEER_WELCOME};
+    w.u.peer_welcome.node_id = o->node_id;
+    if (ddl_auth_nonce(w.u.peer_welcome.nonce, &err) < 0 ||
+        ddl_auth_welcome_mac(o->secret, o->secret_len, o->step, o->node_id, node, h->nonce,
+                             w.u.peer_welcome.nonce, w.u.peer_welcome.mac) < 0 ||
+        ddl_auth_link_init(&c->link, o->secret, o->secret_len, h->nonce,
+                           w.u.peer_welcome.nonce, 0) < 0 ||
+        conn_queue(c, &w) < 0) {
+        ddl_error("cannot authenticate node %u's link: %s", node,
+                  errno == EIO ? "libcrypto failed" : strerror(errno));
+        c->dead = 1;
+        return;
+    }
+    c->authed = 1; /* every later frame both ways carries its tag */
+    c->kind = CONN_PEER;
+    c->node_id = node;
+    c->heard_ms = ddl_now_ms();
+    peer_t *p = &a->peers[node];
+    p->state = DDL_PEER_UP;
+    p->heard_at = ddl_now_ms();
+    snprintf(p->host, sizeof p->host, "%s", h->host ? h->host : "");
+    snprintf(p->addr, sizeof p->addr, "%s", c->ip);
+    ddl_debug("node %u's agent (%s) connected and authenticated", node, p->host);
+    /* a beat at once: the new peer hears the leader at once */
+    ddl_msg_t b = beat(a);
+    conn_queue(c, &b);
+    if (a->roster) { /* where the new peer would lead, to everyone */
+        snprintf(a->roster[node], sizeof a->roster[0], "%s", h->listen ? h->listen : "");
+        send_roster(a);
+    }
+}
+
+/* connect_to: a link to the leader agent at addr, authenticated both ways
+ * (auth.h): this node proves it belongs to the step, the leader proves it
+ * too before anything it says is believed; the secret never crosses the
+ * wire.  Blocks up to timeout_ms to connect, as long again for the answer. */
+int connect_to(agent_t *a, const char *addr, int timeout_ms)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    ddl_error_t err;
+    ddl_msg_t m = {.type = DDL_MSG_PEER_AUTH};
+    uint8_t nonce[DDL_AUTH_NONCE], mac[DDL_AUTH_MAC];
+    if (!hostport_ok(addr)) {
+        ddl_error("node %u: the leader agent's address '%s' is not IPv4:port", o->node_id, addr);
+        return -1;
+    }
+    int fd = ddl_tcp_connect(addr, timeout_ms, &err);
+    if (fd < 0) {
+        ddl_error("node %u: cannot reach the leader agent: %s", o->node_id, err.text);
+        return -1;
+    }
+    if (o->supervise && a->listen_fd < 0) {
+        /* where this agent would lead: the address that reaches the leader */
+        struct sockaddr_in sa;
+        socklen_t sl = sizeof sa;
+        char ip[INET_ADDRSTRLEN];
+        uint16_t port = 0;
+        if (getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 &&
+            inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip) &&
+            (a->listen_fd = ddl_tcp_listen(ip, &port, &err)) >= 0)
+            snprintf(a->roster[o->node_id], sizeof a->roster[0], "%s:%u", ip, port);
+        else
+            ddl_warn("node %u: cannot listen for agents (%s): it will not take over as the "
+                     "leader", o->node_id, err.text);
+    }
+    const char *listen = a->roster ? a->roster[o->node_id] : "";
+    if (ddl_auth_nonce(nonce, &err) < 0 ||
+        ddl_auth_hello_mac(o->secret, o->secret_len, o->step, o->node_id, a->host, listen, nonce,
+                           mac) < 0) {
+        ddl_error("node %u: cannot authenticate to the leader agent: %s", o->node_id,
+                  errno == EIO ? "libcrypto failed" : err.text);
+        close(fd);
+        return -1;
+    }
+    m.u.peer_auth.step = (char *)o->step;
+    m.u.peer_auth.node_id = o->node_id;
+    m.u.peer_auth.host = a->host;
+    m.u.peer_auth.listen = (char *)listen;
+    memcpy(m.u.peer_auth.nonce, nonce, sizeof nonce);
+    memcpy(m.u.peer_auth.mac, mac, sizeof mac);
+    if (ddl_proto_send(fd, &m) < 0 || ddl_proto_recv(fd, &m, timeout_ms, &err) < 0) {
+        ddl_error("node %u: the agent at %s did not authenticate this node: %s (not the leader "
+                  "of step %s, or another secret)", o->node_id, addr,
+                  errno == EPROTO || errno == ETIMEDOUT ? err.text : strerror(errno), o->step);
+        close(fd);
+        return -1;
+    }
+    const char *why = NULL;
+    uint8_t expect[DDL_AUTH_MAC];
+    conn_t *c = NULL;
+    if (m.type == DDL_MSG_ERROR) {
+        ddl_error("node %u: the leader agent at %s refused this node: %s", o->node_id, addr,
+                  m.u.error.text);
+        why = "";
+    } else if (m.type != DDL_MSG_PEER_WELCOME) {
+        why = "it answered with another message";
+    } else if (m.u.peer_welcome.node_id >= o->nnodes || m.u.peer_welcome.node_id == o->node_id ||
+               ddl_auth_welcome_mac(o->secret, o->secret_len, o->step, m.u.peer_welcome.node_id,
+                                    o->node_id, nonce, m.u.peer_welcome.nonce, expect) < 0 ||
+               !ddl_auth_equal(expect, m.u.peer_welcome.mac, sizeof expect)) {
+        why = "it did not prove that it belongs to this step";
+    } else if (!(c = calloc(1, sizeof *c)) || conn_add(a, c) < 0 ||
+               ddl_auth_link_init(&c->link, o->secret, o->secret_len, nonce,
+                                  m.u.peer_welcome.nonce, 1) < 0) {
+        why = "out of memory or libcrypto failed";
+    }
+    if (why) {
+        if (*why)
+            ddl_error("node %u: not linking to the agent at %s: %s", o->node_id, addr, why);
+        if (c && a->nconns && a->conns[a->nconns - 1] == c)
+            a->nconns--;
+        free(c);
+        ddl_msg_clear(&m);
+        close(fd);
+        return -1;
+    }
+    uint32_t leader = m.u.peer_welcome.node_id;
+    ddl_fd_set_nonblock(fd, 1);
+    c->fd = fd;
+    c->kind = CONN_LEADER;
+    c->authed = 1;
+    c->node_id = leader;
+    c->heard_ms = ddl_now_ms();
+    c->rank = -1;
+    snprintf(c->ip, sizeof c->ip, "%.*s", (int)strcspn(addr, ":"), addr);
+    a->up = c;
+    snprintf(a->leader_addr, sizeof a->leader_addr, "%s", addr);
+    a->leader_node = leader;
+    a->peers[leader].state = DDL_PEER_UP;
+    a->peers[leader].heard_at = ddl_now_ms();
+    snprintf(a->peers[leader].addr, sizeof a->peers[leader].addr, "%s", addr);
+    ddl_debug("node %u: linked to the leader agent (node %u) at %s, authenticated", o->node_id,
+              leader, addr);
+    return 0;
+}
+
+/* link_lost: a link between agents closed or went silent while the step runs. */
+void link_lost(agent_t *a, conn_t *c, const char *how)
+{
+    if (!a->opts->supervise || a->final || a->shutting_down)
+        return;
+    if (c->kind == CONN_LEADER) {
+        /* the main loop chooses another leader (takeover), outside the
+         * walk over the connections */
+        snprintf(a->takeover_why, sizeof a->takeover_why, "lost the leader agent (node %u, %s): %s",
+                 a->leader_node, a->leader_addr, how);
+        snprintf(a->takeover_how, sizeof a->takeover_how, "%s", how);
+        a->need_takeover = 1;
+        return;
+    }
+    if (c->kind != CONN_PEER || c->node_id >= a->opts->nnodes || a->lost[c->node_id])
+        return;
+    a->lost[c->node_id] = 1;
+    if (a->w.node_rank && a->w.node_rank[c->node_id] == NO_RANK) {
+        uint32_t left = 0;
+        for (uint32_t n = 0; n < a->opts->nnodes; n++)
+            left += a->w.node_rank[n] == NO_RANK && !a->lost[n];
+        ddl_error("generation %u: spare node %u (%s) %s [node-lost]; %u spare node%s left", a->gen,
+                  c->node_id, a->peers[c->node_id].host, how, left, left == 1 ? "" : "s");
+        snprintf(a->last_failure, sizeof a->last_failure, "generation %u: spare node %u (%s) %s "
+                 "[node-lost]", a->gen, c->node_id, a->peers[c->node_id].host, how);
+        return;
+    }
+    failure_t f = {.gen = a->gen, .rank = -1, .node = c->node_id, .cls = DDL_FAIL_NODE};
+    snprintf(f.host, sizeof f.host, "%s", a->peers[c->node_id].host);
+    snprintf(f.text, sizeof f.text, "its agent %s", how);
+    leader_failure(a, &f);
+}
+
+/* check_silence: links quiet for longer than the node timeout are lost. */
+void check_silence(agent_t *a)
+{
+    int64_t now = ddl_now_ms();
+    for (size_t i = a->nconns; i-- > 0;) {
+        conn_t *c = a->conns[i];
+        if ((c->kind != CONN_PEER && c->kind != CONN_LEADER) || now - c->heard_ms <= a->node_timeout_ms)
+            continue;
+        char how[96];
+        snprintf(how, sizeof how, "was silent for %.1f s (node timeout %.1f s)",
+                 (double)(now - c->heard_ms) / 1000.0, a->node_timeout_ms / 1000.0);
+        link_lost(a, c, how);
+        c->heard_ms = INT64_MAX / 2; /* reported: drop it without a second report */
+        conn_drop(a, i);
+    }
+}
+
+/* silence_due: ms until the next link could time out, -1: none linked. */
+int silence_due(agent_t *a)
+{
+    int64_t due = -1, now = ddl_now_ms();
+    for (size_t i = 0; i < a->nconns; i++) {
+        conn_t *c = a->conns[i];
+        if (c->kind != CONN_PEER && c->kind != CONN_LEADER)
+            continue;
+        int64_t left = c->heard_ms + a->node_timeout_ms + 1 - now;
+        left = left < 0 ? 0 : left;
+        due = due < 0 || left < due ? left : due;
+    }
+    return (int)due;
+}
+
+/* send_roster: the leader tells every linked agent where each agent listens. */
+void send_roster(agent_t *a)
+{
+    if (!a->roster)
+        return;
+    char **addr = calloc(a->opts->nnodes, sizeof *addr);
+    if (!addr)
+        return;
+    for (uint32_t n = 0; n < a->opts->nnodes; n++)
+        addr[n] = a->lost[n] ? "" : a->roster[n];
+    ddl_msg_t m = {.type = DDL_MSG_ROSTER};
+    m.u.roster.nnodes = a->opts->nnodes;
+    m.u.roster.addr = addr;
+    to_peers(a, &m);
+    free(addr);
+}
+
+/* handle_roster: a non-leader learns where the others would lead. */
+void handle_roster(agent_t *a, const ddl_msg_t *m)
+{
+    if (!a->roster || m->u.roster.nnodes != a->opts->nnodes)
+        return;
+    for (uint32_t n = 0; n < a->opts->nnodes; n++)
+        if (n != a->opts->node_id)
+            snprintf(a->roster[n], sizeof a->roster[n], "%s", m->u.roster.addr[n]);
+}
+
+/* become_leader: this agent leads from now on; the others connect to the
+ * socket it has listened on since it started. */
+static void become_leader(agent_t *a)
+{
+    uint32_t age;
+    a->leader = 1;
+    a->leader_node = a->opts->node_id;
+    snprintf(a->leader_addr, sizeof a->leader_addr, "%s", a->roster[a->opts->node_id]);
+    a->tfd = a->listen_fd;
+    a->listen_fd = -1;
+    ddl_fd_set_nonblock(a->tfd, 1);
+    int64_t ck = -1;
+    if (ckpt_latest(a->ckpt_dir, &ck, &age) < 0)
+        ck = -1;
+    ddl_policy_init(&a->pol, a->gen, ck); /* one generation per restart so far */
+    a->decide_at = 0;
+    for (uint32_t n = 0; n < a->opts->nnodes; n++)
+        a->peers[n].state = a->lost[n] ? DDL_PEER_LOST : DDL_PEER_NONE;
+    a->takeover_until = ddl_now_ms() + a->node_timeout_ms + 1000;
+    ddl_warn("generation %u: node %u (%s) takes over as the leader; waiting up to %.1f s for "
+             "the other nodes' agents", a->gen, a->opts->node_id, a->host,
+             (a->node_timeout_ms + 1000) / 1000.0);
+}
+
+/* takeover: the leader is lost: the lowest live node leads; the others
+ * connect to it.  Without a node to lead, this node's ranks stop. */
+void takeover(agent_t *a)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    uint32_t old = a->leader_node;
+    if (old < o->nnodes)
+        a->lost[old] = 1;
+    a->old_leader = old;
+    ag_fail(a, ECANCELED, "the leader agent was lost");
+    if (!a->roster || !a->w.node_rank) { /* no spare, no shrinking: nothing to take over */
+        stop_here(a, a->takeover_why);
+        return;
+    }
+    ddl_error("generation %u: %s; choosing another leader", a->gen, a->takeover_why);
+    for (;;) {
+        uint32_t cand = 0;
+        while (cand < o->nnodes && a->lost[cand])
+            cand++;
+        if (cand >= o->nnodes || (cand == o->node_id && a->listen_fd < 0)) {
+            stop_here(a, a->takeover_why);
+            return;
+        }
+        if (cand == o->node_id) {
+            become_leader(a);
+            return;
+        }
+        if (a->roster[cand][0] && connect_to(a, a->roster[cand], a->node_timeout_ms + 1000) == 0) {
+            a->leader_node = cand;
+            ddl_warn("generation %u: node %u follows node %u (%s), the new leader", a->gen,
+                     o->node_id, cand, a->roster[cand]);
+            return;
+        }
+        a->lost[cand] = 1; /* unreachable: the next one */
+    }
+}
+
+/* finish_takeover: the new leader has heard from every live agent, or
+ * waited long enough: the silent ones are lost too; the old leader's loss
+ * is decided like any node's. */
+void finish_takeover(agent_t *a)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    int64_t now = ddl_now_ms();
+    int all = 1;
+    for (uint32_t n = 0; n < o->nnodes; n++)
+        if (n != o->node_id && !a->lost[n] && a->peers[n].state != DDL_PEER_UP)
+            all = 0;
+    if (!all && now < a->takeover_until)
+        return;
+    a->takeover_until = 0;
+    for (uint32_t n = 0; n < o->nnodes; n++)
+        if (n != o->node_id && !a->lost[n] && a->peers[n].state != DDL_PEER_UP) {
+            ddl_error("generation %u: node %u did not join the new leader: lost", a->gen, n);
+            a->lost[n] = 1;
+        }
+    send_roster(a);
+    failure_t f = {.gen = a->gen, .rank = -1, .node = a->old_leader, .cls = DDL_FAIL_NODE};
+    snprintf(f.host, sizeof f.host, "%s",
+             a->old_leader < o->nnodes ? a->peers[a->old_leader].host : "?");
+    snprintf(f.text, sizeof f.text, "the leader's agent %s", a->takeover_how);
+    leader_failure(a, &f);
+}

@@ -1,0 +1,393 @@
+/* recovery.c: from failures to decisions and their application.  The
+ * leader collects failures for DDL_POLICY_WINDOW_MS, takes the likeliest
+ * root cause, asks the policy (policy.h) what follows, forms the next world
+ * (world.h) when a node is lost, writes the failure summary and tells every
+ * agent (GENERATION); each agent fences its exchanges to the new
+ * generation and tells its supervisors and workers.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent_int.h"
+#include "log.h"
+#include "sock.h"
+
+/* ckpt_latest: the latest committed checkpoint of dir (libddl's DIR/latest,
+ * which holds the step number; its mtime is the commit's time).  0 and
+ * *step, *age_ms; -1 if there is none or it cannot be read. */
+int ckpt_latest(const char *dir, int64_t *step, uint32_t *age_ms)
+{
+    char path[4096], buf[32];
+    struct stat st;
+    if (!dir || !*dir || snprintf(path, sizeof path, "%s/latest", dir) >= (int)sizeof path)
+        return -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *end;
+    errno = 0;
+    long long v = strtoll(buf, &end, 10);
+    if (errno || end == buf || v < 0 || (*end && *end != '\n'))
+        return -1;
+    *step = v;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t ms = ((int64_t)now.tv_sec - st.st_mtim.tv_sec) * 1000 +
+                 (now.tv_nsec - st.st_mtim.tv_nsec) / 1000000;
+    *age_ms = ms < 0 ? 0 : ms >= (int64_t)DDL_HEARD_NEVER ? DDL_HEARD_NEVER - 1 : (uint32_t)ms;
+    return 0;
+}
+
+/* to_supervisors / to_peers: queue m for this node's rank supervisors, or
+ * for every agent linked to this one (the leader: all the others). */
+static void to_supervisors(agent_t *a, const ddl_msg_t *m)
+{
+    for (size_t i = 0; i < a->nconns; i++)
+        if (a->conns[i]->kind == CONN_UNIX && a->conns[i]->rank >= 0)
+            conn_queue(a->conns[i], m);
+}
+
+/* to_workers: the workers' libddl hear that their generation is over, so
+ * that the collectives they wait in abort at once (DDL_ERR_ABORTED) instead
+ * of waiting for a peer that failed. */
+static void to_workers(agent_t *a, const ddl_msg_t *m)
+{
+    for (size_t i = 0; i < a->nconns; i++)
+        if (a->conns[i]->kind == CONN_UNIX && a->conns[i]->lib)
+            conn_queue(a->conns[i], m);
+}
+
+void to_peers(agent_t *a, const ddl_msg_t *m)
+{
+    for (size_t i = 0; i < a->nconns; i++)
+        if (a->conns[i]->kind == CONN_PEER)
+            conn_queue(a->conns[i], m);
+}
+
+/* apply_generation: act on a decision (made here or received from the
+ * leader): fence the exchanges to the new generation, pass it on. */
+void apply_generation(agent_t *a, const ddl_msg_t *m)
+{
+    const typeof(m->u.generation) *g = &m->u.generation;
+    if (a->final)
+        return;
+    if (g->cause && *g->cause)
+        snprintf(a->last_failure, sizeof a->last_failure, "%s", g->cause);
+    if (!a->leader && g->action != DDL_GEN_FINISH) /* the leader said it already */
+        ddl_info("node %u: %s", a->opts->node_id,
+                 g->cause ? g->cause : "stop");
+    if (g->action == DDL_GEN_RESTART) {
+        if (g->gen <= a->gen) {
+            ddl_warn("ignoring a restart into generation %u (this step is in %u)", g->gen, a->gen);
+            return;
+        }
+        a->gen = g->gen;
+        ag_fail(a, ECANCELED, "the step is restarting: this exchange's generation is over");
+        if (a->w.node_rank && g->nnodes == a->opts->nnodes && g->node_rank) {
+            memcpy(a->w.node_rank, g->node_rank, g->nnodes * sizeof *a->w.node_rank);
+            remap(a);
+        }
+        for (uint32_t r = 0; r < a->opts->size; r++)
+            if (a->is_local[r])
+                a->ranks[r].restarts = g->gen;
+        if (a->exited)
+            memset(a->exited, 0, a->opts->size);
+        a->nexited = 0;
+    } else {
+        a->final = 1;
+        ag_fail(a, ECANCELED, "the step is stopping");
+    }
+    if (g->action != DDL_GEN_FINISH)
+        to_workers(a, m);
+    to_supervisors(a, m);
+}
+
+/* fail_line: "rank 3 on node 1 (n2): worker 123 was killed by signal 9" */
+static void fail_line(const agent_t *a, const failure_t *f, char *buf, size_t len)
+{
+    char who[64];
+    if (f->rank >= 0 && rank_of(a, f->rank) != f->rank)
+        snprintf(who, sizeof who, "rank %lld (task %lld) on node %u",
+                 (long long)rank_of(a, f->rank), (long long)f->rank, f->node);
+    else if (f->rank >= 0)
+        snprintf(who, sizeof who, "rank %lld on node %u", (long long)f->rank, f->node);
+    else
+        snprintf(who, sizeof who, "node %u", f->node);
+    snprintf(buf, len, "%s (%s): %s [%s]", who, f->host[0] ? f->host : "?", f->text,
+             ddl_fail_class_str(f->cls));
+}
+
+/* new_world: the world without the lost nodes (node `lost` and any other
+ * marked lost): ddl_world_replace with the spares whose agents are linked
+ * (or this one); says what changed in `what` (" (spare node S, HOST, in
+ * place of node L)", " (shrunk to ...)").  NULL if no world can be formed. */
+static uint32_t *new_world(agent_t *a, uint32_t lost, char *what, size_t len)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    uint32_t nn = o->nnodes, shrunk;
+    uint8_t *usable = calloc(nn, 1);
+    uint32_t *spare_of = calloc(nn, sizeof *spare_of);
+    uint32_t *map = NULL;
+    a->lost[lost] = 1;
+    what[0] = '\0';
+    if (usable && spare_of) {
+        for (uint32_t n = 0; n < nn; n++)
+            usable[n] = n == o->node_id || a->peers[n].state == DDL_PEER_UP;
+        map = ddl_world_replace(&a->w, a->lost, usable, o->min_nodes, spare_of, &shrunk);
+    }
+    if (map && shrunk) {
+        snprintf(what, len, " (shrunk to %u node%s, %u rank%s: no spare node left)", shrunk,
+                 shrunk == 1 ? "" : "s", shrunk * a->w.tpn, shrunk * a->w.tpn == 1 ? "" : "s");
+    } else if (map) {
+        size_t used = 0;
+        for (uint32_t l = 0; l < nn && used < len; l++) {
+            uint32_t s = spare_of[l];
+            if (s == NO_RANK)
+                continue;
+            used += (size_t)snprintf(what + used, len - used,
+                                     "%sspare node %u, %s, in place of node %u",
+                                     used ? "; " : " (", s,
+                                     s == o->node_id          ? a->host
+                                     : a->peers[s].host[0] ? a->peers[s].host
+                                                              : "?",
+                                     l);
+        }
+        if (used && used < len)
+            snprintf(what + used, len - used, ")");
+    }
+    free(usable);
+    free(spare_of);
+    return map;
+}
+
+/* decide: the leader, once the failure window has passed: the policy's
+ * decision on the cause, the next world if a node is lost, the summary
+ * file, and GENERATION to every agent. */
+void decide(agent_t *a)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    failure_t *f = &a->cause;
+    char line[800], cause[1100];
+    int64_t ck = -1;
+    uint32_t age;
+    a->decide_at = 0;
+    if (a->final)
+        return;
+    if (ckpt_latest(a->ckpt_dir, &ck, &age) < 0)
+        ck = -1;
+    fail_line(a, f, line, sizeof line);
+    ddl_msg_t m = {.type = DDL_MSG_GENERATION};
+    typeof(m.u.generation) *g = &m.u.generation;
+    char world[200] = "", master[64] = "";
+    uint32_t *map = NULL;
+    if (ddl_policy_wants_world(&a->pcfg, &a->pol, f->cls))
+        map = new_world(a, f->node, world, sizeof world);
+    ddl_decision_t d;
+    ddl_policy_decide(&a->pcfg, &a->pol, f->cls, f->wstatus, ck, map != NULL, &d);
+    g->gen = d.restart ? a->gen + 1 : a->gen;
+    g->action = d.restart ? DDL_GEN_RESTART : DDL_GEN_STOP;
+    g->code = d.restart ? 0 : d.code;
+    g->delay_ms = d.delay_ms;
+    if (d.restart && map) {
+        g->nnodes = o->nnodes;
+        g->node_rank = map;
+        /* MASTER_ADDR: the node that now holds rank 0 (its agent's address) */
+        for (uint32_t n = 0; n < o->nnodes && a->roster; n++)
+            if (map[n] == 0)
+                snprintf(master, sizeof master, "%.*s", (int)strcspn(a->roster[n], ":"),
+                         a->roster[n]);
+        g->master = master;
+    }
+    if (g->action == DDL_GEN_RESTART) {
+        snprintf(cause, sizeof cause, "generation %u: %s; restart %u of %u: generation %u%s %s",
+                 f->gen, line, a->pol.restarts_used, o->restarts, g->gen, world,
+                 ck >= 0 ? "resumes from the checkpoint" : "starts over");
+        if (ck >= 0)
+            snprintf(cause + strlen(cause), sizeof cause - strlen(cause), " of step %lld",
+                     (long long)ck);
+    } else if (g->code >= 0) {
+        snprintf(cause, sizeof cause, "generation %u: %s; stopping the step (exit status %d): %s",
+                 f->gen, line, g->code, d.why);
+    } else {
+        snprintf(cause, sizeof cause, "generation %u: %s; stopping the step: %s", f->gen, line,
+                 d.why);
+    }
+    g->cause = cause;
+    ddl_error("%s", cause);
+    if (a->ckpt_dir && *a->ckpt_dir) {
+        ddl_error_t err;
+        ddl_fail_summary_t s = {
+            .step = o->step,
+            .gen = f->gen,
+            .rank = rank_of(a, f->rank),
+            .node = f->node,
+            .host = f->host,
+            .cls = f->cls,
+            .wstatus = f->wstatus,
+            .text = f->text,
+            .decision = g->action == DDL_GEN_RESTART ? "restart" : "stop",
+            .exit_code = g->action == DDL_GEN_RESTART ? -1 : g->code,
+            .ckpt_step = ck,
+            .restarts_left = (int)(o->restarts - a->pol.restarts_used),
+            .detected_ms = ddl_realtime_ms(),
+        };
+        if (ddl_fail_summary_write(a->ckpt_dir, &s, &err) < 0)
+            ddl_warn("%s", err.text);
+    }
+    to_peers(a, &m);
+    apply_generation(a, &m);
+    free(map);
+}
+
+/* leader_failure: the leader takes a failure into the current window. */
+void leader_failure(agent_t *a, const failure_t *f)
+{
+    if (a->final)
+        return;
+    if (f->gen != a->gen) {
+        ddl_debug("ignoring a failure of generation %u (the step is in %u)", f->gen, a->gen);
+        return;
+    }
+    if (!a->decide_at) {
+        a->cause = *f;
+        a->decide_at = ddl_now_ms() + DDL_POLICY_WINDOW_MS;
+    } else if (ddl_policy_prefer(f->cls, f->wstatus, a->cause.cls, a->cause.wstatus)) {
+        char line[800];
+        fail_line(a, &a->cause, line, sizeof line);
+        ddl_info("taken as a consequence: %s", line);
+        a->cause = *f;
+    } else {
+        char line[800];
+        fail_line(a, f, line, sizeof line);
+        ddl_info("taken as a consequence: %s", line);
+    }
+}
+
+/* report_failure: a failure seen here goes to the leader (or is the leader's). */
+void report_failure(agent_t *a, const failure_t *f)
+{
+    if (a->leader) {
+        leader_failure(a, f);
+        return;
+    }
+    if (!a->up || a->final)
+        return;
+    ddl_msg_t m = {.type = DDL_MSG_FAILURE};
+    m.u.failure.gen = f->gen;
+    m.u.failure.rank = f->rank < 0 ? UINT32_MAX : (uint32_t)f->rank;
+    m.u.failure.node_id = f->node;
+    m.u.failure.cls = f->cls;
+    m.u.failure.wstatus = f->wstatus;
+    m.u.failure.host = (char *)f->host;
+    m.u.failure.text = (char *)f->text;
+    conn_queue(a->up, &m);
+}
+
+/* failure_from: a FAILURE message (a supervisor's, or another agent's on
+ * the leader) as a failure_t of node `node`. */
+static void failure_from(agent_t *a, const ddl_msg_t *m, uint32_t node, const char *host,
+                         failure_t *f)
+{
+    const typeof(m->u.failure) *x = &m->u.failure;
+    memset(f, 0, sizeof *f);
+    f->gen = x->gen;
+    f->rank = x->rank < a->opts->size ? (int64_t)x->rank : -1;
+    f->node = node;
+    f->cls = x->cls;
+    f->wstatus = x->wstatus;
+    snprintf(f->host, sizeof f->host, "%s", host ? host : "");
+    snprintf(f->text, sizeof f->text, "%s", x->text && *x->text ? x->text : "failed");
+}
+
+/* rank_exited: the leader counts ranks that exited 0 in this generation;
+ * all of them: the step is finished. */
+void rank_exited(agent_t *a, uint32_t rank, uint32_t gen)
+{
+    if (a->final || gen != a->gen || rank >= a->opts->size || a->exited[rank])
+        return;
+    a->exited[rank] = 1;
+    if (++a->nexited < a->w.world)
+        return;
+    ddl_msg_t m = {.type = DDL_MSG_GENERATION};
+    m.u.generation.gen = a->gen;
+    m.u.generation.action = DDL_GEN_FINISH;
+    ddl_debug("every rank exited 0 in generation %u: the step is finished", a->gen);
+    to_peers(a, &m);
+    apply_generation(a, &m);
+}
+
+/* stop_here: this node's ranks stop with DDL_EXIT_NODE_LOST (no leader). */
+void stop_here(agent_t *a, const char *why)
+{
+    char cause[600];
+    snprintf(cause, sizeof cause, "generation %u: %s; stopping this node's ranks (exit status %d)",
+             a->gen, why, DDL_EXIT_NODE_LOST);
+    ddl_error("%s", cause);
+    ddl_msg_t m = {.type = DDL_MSG_GENERATION};
+    m.u.generation.gen = a->gen;
+    m.u.generation.action = DDL_GEN_STOP;
+    m.u.generation.code = DDL_EXIT_NODE_LOST;
+    m.u.generation.cause = cause;
+    apply_generation(a, &m);
+}
+
+/* handle_failure: FAILURE from one of this node's supervisors, or (on the
+ * leader) from another node's agent. */
+void handle_failure(agent_t *a, conn_t *c, const ddl_msg_t *m)
+{
+    failure_t f;
+    if (c->kind == CONN_PEER) {
+        failure_from(a, m, c->node_id, m->u.failure.host, &f);
+        leader_failure(a, &f);
+        return;
+    }
+    uint32_t rank = m->u.failure.rank;
+    if (c->rank < 0 || (uint32_t)c->rank != rank) {
+        conn_error(c, EPERM, "FAILURE for a rank this connection did not register");
+        return;
+    }
+    a->ranks[rank].state = DDL_RANK_FAILED;
+    a->ranks[rank].wstatus = m->u.failure.wstatus;
+    heard_rank(a, rank);
+    failure_from(a, m, a->opts->node_id, a->host, &f);
+    report_failure(a, &f);
+}
+
+/* generation_ok: a GENERATION from the leader describes a world this agent
+ * can run: a map of every node, positions distinct and dense, a valid
+ * MASTER_ADDR.  0, or -1 with the reason in why. */
+int generation_ok(const agent_t *a, const ddl_msg_t *m, char *why, size_t len)
+{
+    const typeof(m->u.generation) *g = &m->u.generation;
+    struct in_addr in;
+    if (g->master && *g->master && inet_pton(AF_INET, g->master, &in) != 1) {
+        snprintf(why, len, "its MASTER_ADDR is not an IPv4 address");
+        return -1;
+    }
+    if (g->delay_ms > 600000) {
+        snprintf(why, len, "a restart delay of %u ms", g->delay_ms);
+        return -1;
+    }
+    if (g->nnodes && g->action != DDL_GEN_RESTART) {
+        snprintf(why, len, "a world map with a decision to stop");
+        return -1;
+    }
+    return g->nnodes ? ddl_world_check(&a->w, g->node_rank, g->nnodes, why, len) : 0;
+}

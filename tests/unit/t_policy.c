@@ -1,0 +1,125 @@
+/* t_policy: the recovery policy (agent/policy.c): budget, backoff, the
+ * crash-loop guard, the exit status of a step that stops, and which
+ * failure of a window is the root cause. */
+#include "config.h"
+
+#include <string.h>
+#include <sys/wait.h>
+
+#include "policy.h"
+#include "proto.h"
+#include "../tap.h"
+
+#define EXITED(c) ((c) << 8)
+#define KILLED(s) (s)
+
+static void test_budget(void)
+{
+    ddl_policy_cfg_t cfg = {.restarts = 3};
+    ddl_policy_state_t st;
+    ddl_decision_t d;
+    ddl_policy_init(&st, 0, -1);
+    uint32_t delays[3];
+    for (int i = 0; i < 3; i++) {
+        ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_EXIT, EXITED(1), -1, 0, &d);
+        delays[i] = d.restart ? d.delay_ms : 0;
+    }
+    ok(delays[0] == 500 && delays[1] == 1000 && delays[2] == 2000,
+       "three restarts, backoff 500, 1000, 2000 ms");
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_EXIT, EXITED(1), -1, 0, &d);
+    ok(!d.restart && d.code == DDL_EXIT_RESTARTS_SPENT && strstr(d.why, "spent"),
+       "the fourth failure stops the step with %d", DDL_EXIT_RESTARTS_SPENT);
+    cfg.restarts = 100;
+    ddl_policy_init(&st, 20, -1);
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_SIGNAL, KILLED(9), -1, 0, &d);
+    ok(d.restart && d.delay_ms == 8000, "the backoff stops doubling at 8 s");
+    is(st.restarts_used, 21, "a step taken over in generation 20 has used 20 restarts");
+}
+
+static void test_no_restarts(void)
+{
+    ddl_policy_cfg_t cfg = {.restarts = 0};
+    ddl_policy_state_t st;
+    ddl_decision_t d;
+    ddl_policy_init(&st, 0, -1);
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_EXIT, EXITED(3), -1, 0, &d);
+    ok(!d.restart && d.code == 3, "no restarts: the step ends as the worker did (exit 3)");
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_SIGNAL, KILLED(11), -1, 0, &d);
+    is(d.code, 128 + 11, "killed by SIGSEGV: 139");
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_HANG, KILLED(9), -1, 0, &d);
+    is(d.code, DDL_EXIT_HANG, "a hang: 92");
+    cfg.restarts = 5;
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_START, EXITED(127), -1, 0, &d);
+    ok(!d.restart && d.code == 127 && strstr(d.why, "never ran"),
+       "a worker that never ran is not restarted, even with restarts left");
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_SUPERVISOR, 0, -1, 0, &d);
+    ok(!d.restart && d.code == DDL_EXIT_NODE_LOST, "a lost supervisor stops the step: 93");
+}
+
+static void test_nodes(void)
+{
+    ddl_policy_cfg_t cfg = {.restarts = 1, .have_map = 1};
+    ddl_policy_state_t st;
+    ddl_decision_t d;
+    ddl_policy_init(&st, 0, -1);
+    ok(ddl_policy_wants_world(&cfg, &st, DDL_FAIL_NODE), "a lost node with a map asks for a world");
+    ok(!ddl_policy_wants_world(&cfg, &st, DDL_FAIL_WORKER_EXIT), "a worker's exit does not");
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_NODE, 0, -1, 0, &d);
+    ok(!d.restart && d.code == DDL_EXIT_NODE_LOST && strstr(d.why, "no spare"),
+       "no world formed: 93, no spare left");
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_NODE, 0, -1, 1, &d);
+    ok(d.restart && d.delay_ms == 500, "a world formed: restart");
+    ok(!ddl_policy_wants_world(&cfg, &st, DDL_FAIL_NODE), "budget spent: no world asked for");
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_NODE, 0, -1, 1, &d);
+    ok(!d.restart && strstr(d.why, "spent"), "then a lost node stops the step: restarts spent");
+    cfg.have_map = 0;
+    ddl_policy_init(&st, 0, -1);
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_NODE, 0, -1, 1, &d);
+    ok(!d.restart && strstr(d.why, "--ddl-spares"), "without a map a lost node stops the step");
+}
+
+static void test_crash_loop(void)
+{
+    ddl_policy_cfg_t cfg = {.restarts = 10, .crash_loop = 2, .have_ckpt_dir = 1};
+    ddl_policy_state_t st;
+    ddl_decision_t d;
+    ddl_policy_init(&st, 0, 4);
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_EXIT, EXITED(1), 4, 0, &d);
+    ok(d.restart, "first failure without progress: restart");
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_EXIT, EXITED(1), 4, 0, &d);
+    ok(d.restart, "second: restart");
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_EXIT, EXITED(1), 4, 0, &d);
+    ok(!d.restart && d.code == DDL_EXIT_CRASH_LOOP, "third without a new checkpoint: 91");
+    ddl_policy_init(&st, 0, 4);
+    for (int i = 0; i < 5; i++)
+        ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_EXIT, EXITED(1), 5 + i, 0, &d);
+    ok(d.restart && st.stalled == 0, "failures with checkpoint progress are no crash loop");
+    cfg.have_ckpt_dir = 0;
+    ddl_policy_init(&st, 0, -1);
+    for (int i = 0; i < 5; i++)
+        ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_EXIT, EXITED(1), -1, 0, &d);
+    ok(d.restart, "without a checkpoint directory the guard is off");
+}
+
+static void test_prefer(void)
+{
+    ok(ddl_policy_prefer(DDL_FAIL_NODE, 0, DDL_FAIL_WORKER_SIGNAL, KILLED(9)),
+       "a lost node is a likelier cause than a killed worker");
+    ok(ddl_policy_prefer(DDL_FAIL_WORKER_SIGNAL, KILLED(9), DDL_FAIL_WORKER_SIGNAL, KILLED(6)),
+       "SIGKILL is a likelier cause than the SIGABRT a broken transfer brings");
+    ok(!ddl_policy_prefer(DDL_FAIL_WORKER_EXIT, EXITED(1), DDL_FAIL_WORKER_HANG, KILLED(9)),
+       "an exit does not replace a hang");
+    ok(!ddl_policy_prefer(DDL_FAIL_WORKER_EXIT, EXITED(1), DDL_FAIL_WORKER_EXIT, EXITED(2)),
+       "of equal causes the first stays");
+}
+
+int main(void)
+{
+    plan(NO_PLAN);
+    test_budget();
+    test_no_restarts();
+    test_nodes();
+    test_crash_loop();
+    test_prefer();
+    return done_testing();
+}

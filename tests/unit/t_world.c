@@ -1,0 +1,105 @@
+/* t_world: the agents' world map (agent/world.c): block order, a spare in a
+ * lost node's place, shrinking in order, min_nodes, and the check of a map
+ * another agent sent. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "world.h"
+#include "../tap.h"
+
+#define I DDL_NODE_IDLE
+
+static void test_init(void)
+{
+    ddl_world_t w;
+    char why[200];
+    ok(ddl_world_init(&w, 8, 2, 0, 0, 0, why, sizeof why) == 0 && !w.node_rank && w.world == 8,
+       "no map: the world is every task");
+    is(ddl_world_slot(&w, 5), 5, "no map: rank = slot");
+    is(ddl_world_rank(&w, 7), 7, "no map: slot = rank");
+    ddl_world_free(&w);
+    ok(ddl_world_init(&w, 8, 4, 1, 1, 0, why, sizeof why) == 0 && w.tpn == 2 && w.world == 6,
+       "4 nodes of 2 tasks, 1 spare: a world of 6");
+    ok(w.node_rank[3] == I && ddl_world_rank(&w, 6) == -1 && ddl_world_rank(&w, 5) == 5,
+       "the spare's slots hold no rank");
+    ddl_world_free(&w);
+    ok(ddl_world_init(&w, 7, 2, 1, 0, 1, why, sizeof why) == -1 && strstr(why, "same number"),
+       "uneven tasks per node refused (%s)", why);
+    ok(ddl_world_init(&w, 4, 2, 1, 2, 0, why, sizeof why) == -1 && strstr(why, "no node"),
+       "as many spares as nodes refused (%s)", why);
+    ok(ddl_world_init(&w, 6, 3, 1, 1, 3, why, sizeof why) == -1 && strstr(why, "too few"),
+       "min-nodes above the non-spare nodes refused (%s)", why);
+}
+
+static void test_replace(void)
+{
+    ddl_world_t w;
+    char why[200];
+    uint32_t spare_of[4], shrunk;
+    uint8_t lost[4] = {0}, usable[4] = {1, 1, 1, 1};
+    ddl_world_init(&w, 8, 4, 1, 1, 0, why, sizeof why);
+    lost[1] = 1;
+    uint32_t *map = ddl_world_replace(&w, lost, usable, 0, spare_of, &shrunk);
+    ok(map && map[0] == 0 && map[1] == I && map[2] == 2 && map[3] == 1 && !shrunk,
+       "node 1 lost: spare node 3 takes position 1");
+    is(spare_of[1], 3, "... and says so");
+    memcpy(w.node_rank, map, sizeof spare_of);
+    free(map);
+    ddl_world_remap(&w);
+    is(ddl_world_slot(&w, 2), 6, "rank 2 now runs in slot 6 (node 3)");
+    is(ddl_world_rank(&w, 3), -1, "the lost node's slots hold no rank");
+    lost[0] = 1;
+    map = ddl_world_replace(&w, lost, usable, 0, spare_of, &shrunk);
+    ok(!map, "node 0 lost too, no spare, no min-nodes: no world");
+    map = ddl_world_replace(&w, lost, usable, 2, spare_of, &shrunk);
+    ok(map && shrunk == 2 && map[0] == I && map[1] == I && map[2] == 1 && map[3] == 0,
+       "with min-nodes 2 the world shrinks; survivors keep their order (node 3 at 0, node 2 at 1)");
+    free(map);
+    map = ddl_world_replace(&w, lost, usable, 3, spare_of, &shrunk);
+    ok(!map, "with min-nodes 3 it cannot");
+    ddl_world_free(&w);
+
+    ddl_world_init(&w, 4, 4, 1, 1, 0, why, sizeof why);
+    memset(lost, 0, sizeof lost);
+    lost[2] = 1;
+    usable[3] = 0; /* the spare's agent is not linked */
+    map = ddl_world_replace(&w, lost, usable, 0, spare_of, &shrunk);
+    ok(!map, "a spare that is not usable does not replace anything");
+    map = ddl_world_replace(&w, lost, usable, 1, spare_of, &shrunk);
+    ok(map && shrunk == 2 && map[0] == 0 && map[1] == 1 && map[2] == I && map[3] == I,
+       "... so the world shrinks to the two survivors");
+    free(map);
+    ddl_world_free(&w);
+}
+
+static void test_check(void)
+{
+    ddl_world_t w;
+    char why[200];
+    ddl_world_init(&w, 6, 3, 1, 1, 0, why, sizeof why);
+    uint32_t good[3] = {1, I, 0}, far[3] = {0x40000000u, 0, I}, twice[3] = {0, 0, I},
+             gap[3] = {0, 2, I}, none[3] = {I, I, I};
+    ok(ddl_world_check(&w, good, 3, why, sizeof why) == 0, "a permutation with a spare is fine");
+    ok(ddl_world_check(&w, far, 3, why, sizeof why) == -1 && strstr(why, "out of range"),
+       "a position of 2^30 is refused (%s)", why);
+    ok(ddl_world_check(&w, twice, 3, why, sizeof why) == -1 && strstr(why, "twice"),
+       "a position twice is refused (%s)", why);
+    ok(ddl_world_check(&w, gap, 3, why, sizeof why) == -1 && strstr(why, "no node at position 1"),
+       "a gap is refused (%s)", why);
+    ok(ddl_world_check(&w, none, 3, why, sizeof why) == -1, "an empty world is refused");
+    ok(ddl_world_check(&w, good, 2, why, sizeof why) == -1, "a map of another size is refused");
+    ddl_world_free(&w);
+    ddl_world_init(&w, 6, 3, 0, 0, 0, why, sizeof why);
+    ok(ddl_world_check(&w, good, 3, why, sizeof why) == -1, "a map for a step without one is refused");
+}
+
+int main(void)
+{
+    plan(NO_PLAN);
+    test_init();
+    test_replace();
+    test_check();
+    return done_testing();
+}
