@@ -48,7 +48,8 @@ INTEGRATION_TESTS = \
     tests/integration/t0012-bench.t \
     tests/integration/t0017-gpu.t \
     tests/integration/t0018-restart.t \
-    tests/integration/t0020-ddlrun-emulate.t
+    tests/integration/t0020-ddlrun-emulate.t \
+    tests/integration/t0021-deps.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh
 
