@@ -3,6 +3,5 @@ bin_PROGRAMS += agent/ddl-agent
 agent_ddl_agent_SOURCES = agent/main.c agent/agent.c agent/agent.h agent/status.c \
                           agent/topo_cmd.c agent/topo_cmd.h \
                           agent/config_cmd.c agent/config_cmd.h
-agent_ddl_agent_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
-agent_ddl_agent_LDADD = common/libddlcommon.la $(HWLOC_LIBS)
+agent_ddl_agent_LDADD = common/libddlnode.la common/libddlcommon.la
 EXTRA_DIST += agent/README.md

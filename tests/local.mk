@@ -61,7 +61,7 @@ TESTS += tests/unit/t_topo
 tests_unit_t_topo_SOURCES = tests/unit/t_topo.c tests/tap.h
 tests_unit_t_topo_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 tests_unit_t_topo_CPPFLAGS = $(AM_CPPFLAGS) -DDDL_TOP_SRCDIR='"$(abs_top_srcdir)"'
-tests_unit_t_topo_LDADD = common/libddlcommon.la $(HWLOC_LIBS)
+tests_unit_t_topo_LDADD = common/libddlnode.la common/libddlcommon.la $(HWLOC_LIBS)
 INTEGRATION_TESTS += tests/integration/t0006-topo.t
 EXTRA_DIST += tests/data/topologies/README.md \
               tests/data/topologies/coral-lassen.xml \
@@ -93,7 +93,7 @@ INTEGRATION_TESTS += tests/integration/t0013-torch.t
 check_PROGRAMS += tests/unit/t_conf
 TESTS += tests/unit/t_conf
 tests_unit_t_conf_SOURCES = tests/unit/t_conf.c tests/tap.h
-tests_unit_t_conf_LDADD = common/libddlcommon.la
+tests_unit_t_conf_LDADD = common/libddlnode.la common/libddlcommon.la
 INTEGRATION_TESTS += tests/integration/t0010-spank.t tests/integration/t0011-config-check.t
 tests/integration/t0010-spank.log: tests/integration/t0009-slurm-cluster.log
 

@@ -183,10 +183,31 @@ static void test_cpulists(void)
     ok(ddl_bind_check("Auto", &err) == -1, "policies are case-sensitive");
 }
 
+/* ddl_json_str: quotes, backslashes and control characters escaped, other
+ * bytes as they are, NULL as "". */
+static void test_json_str(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        BAIL_OUT("open_memstream: %s", strerror(errno));
+    ddl_json_str(f, "a\"b\\c\n\t\x01\x1f\x7f \xc3\xa9/");
+    fputc(' ', f);
+    ddl_json_str(f, NULL);
+    fputc(' ', f);
+    ddl_json_str(f, "");
+    fclose(f);
+    is_str(buf, "\"a\\\"b\\\\c\\u000a\\u0009\\u0001\\u001f\x7f \xc3\xa9/\" \"\" \"\"",
+           "ddl_json_str: escapes '\"', '\\\\' and controls; NULL and \"\" are empty strings");
+    free(buf);
+}
+
 int main(void)
 {
     plan(NO_PLAN);
     test_cpulists();
+    test_json_str();
     test_parse();
     test_wait_status();
     test_runtime_dir();
