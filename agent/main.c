@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "beat.h"
 #include "config_cmd.h"
 #include "ddl_version.h"
 #include "log.h"
@@ -111,19 +112,10 @@ static int cmd_status(int argc, char **argv)
  * there is no supervisor to tell (not a hang-watched worker), 2 usage. */
 static int cmd_heartbeat(int argc, char **argv)
 {
-    long step = -1, fd = -1;
+    long step = -1;
     if (argc > 2 || (argc == 2 && (ddl_parse_long(argv[1], 0, 0x7fffffffffffffffL, &step) < 0)))
         return bad("heartbeat: '%s' is not a step number (0 or more)", argc > 1 ? argv[1] : "");
-    const char *v = getenv("DDL_HEARTBEAT_FD"), *path = getenv("DDL_HEARTBEAT_PATH");
-    int own = 0;
-    if (!v || ddl_parse_long(v, 3, 1 << 20, &fd) < 0 || fcntl((int)fd, F_GETFD) < 0) {
-        fd = path && *path ? open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC) : -1;
-        own = 1;
-    } else {
-        int fl = fcntl((int)fd, F_GETFL); /* a full pipe drops the record, as libddl does */
-        if (fl >= 0)
-            fcntl((int)fd, F_SETFL, fl | O_NONBLOCK);
-    }
+    int own, fd = ddl_beat_channel_open(&own); /* non-blocking: a full pipe drops the record */
     if (fd < 0) {
         fprintf(stderr, "ddl-agent: heartbeat: no supervisor to tell: neither DDL_HEARTBEAT_FD "
                         "nor DDL_HEARTBEAT_PATH is usable (run it from a worker of ddlrun "
@@ -131,9 +123,9 @@ static int cmd_heartbeat(int argc, char **argv)
         return 1;
     }
     ddl_beat_rec_t r = {.collectives = 0, .step = step};
-    ssize_t n = write((int)fd, &r, sizeof r);
+    ssize_t n = write(fd, &r, sizeof r);
     if (own)
-        close((int)fd);
+        close(fd);
     if (n != (ssize_t)sizeof r) {
         fprintf(stderr, "ddl-agent: heartbeat: cannot write to the supervisor: %s\n",
                 n < 0 ? strerror(errno) : "short write");

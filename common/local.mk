@@ -14,7 +14,8 @@ common_libddlcommon_la_SOURCES = \
     common/log.c common/log.h \
     common/util.c common/util.h \
     common/proto.c common/proto.h \
-    common/sock.c common/sock.h
+    common/sock.c common/sock.h \
+    common/beat.c common/beat.h
 common_libddlnode_la_SOURCES = \
     common/topo.c common/topo.h \
     common/conf.c common/conf.h
