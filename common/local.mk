@@ -3,7 +3,7 @@
 #
 # libddlcommon.la: the logger, helpers, wire protocol, Unix sockets, the
 #   JSON string writer, the heartbeat channel and the shared limits
-#   (limits.h).  Needs nothing but libc; libddl is linked with it, so the
+#   (ddl_limits.h).  Needs nothing but libc; libddl is linked with it, so the
 #   library training programs load needs neither hwloc nor libconfuse
 #   (tests/integration/t0021-deps.t checks libddl.so).
 # libddlnode.la: the node's topology (hwloc) and the administrator's
@@ -15,7 +15,8 @@ common_libddlcommon_la_SOURCES = \
     common/util.c common/util.h \
     common/proto.c common/proto.h \
     common/sock.c common/sock.h \
-    common/beat.c common/beat.h
+    common/beat.c common/beat.h \
+    common/ddl_limits.h
 common_libddlnode_la_SOURCES = \
     common/topo.c common/topo.h \
     common/conf.c common/conf.h

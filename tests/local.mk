@@ -49,7 +49,8 @@ INTEGRATION_TESTS = \
     tests/integration/t0017-gpu.t \
     tests/integration/t0018-restart.t \
     tests/integration/t0020-ddlrun-emulate.t \
-    tests/integration/t0021-deps.t
+    tests/integration/t0021-deps.t \
+    tests/integration/t0022-limits.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh
 
@@ -94,6 +95,17 @@ check_PROGRAMS += tests/unit/t_conf
 TESTS += tests/unit/t_conf
 tests_unit_t_conf_SOURCES = tests/unit/t_conf.c tests/tap.h
 tests_unit_t_conf_LDADD = common/libddlnode.la common/libddlcommon.la
+# The plugin's checks of srun's --ddl-* values against common/ddl_limits.h:
+# spank_ddl.c compiled into the test with stand-ins for Slurm's functions.
+if HAVE_SLURM
+check_PROGRAMS += tests/unit/t_spank_opts
+TESTS += tests/unit/t_spank_opts
+tests_unit_t_spank_opts_SOURCES = tests/unit/t_spank_opts.c tests/tap.h
+tests_unit_t_spank_opts_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CPPFLAGS)
+tests_unit_t_spank_opts_CFLAGS = $(AM_CFLAGS) $(CONFUSE_CFLAGS)
+tests_unit_t_spank_opts_LDADD = common/libddlnode.la common/libddlcommon.la
+endif
+EXTRA_DIST += tests/unit/t_spank_opts.c
 INTEGRATION_TESTS += tests/integration/t0010-spank.t tests/integration/t0011-config-check.t
 tests/integration/t0010-spank.log: tests/integration/t0009-slurm-cluster.log
 
