@@ -46,7 +46,7 @@ typedef struct {
     uint32_t secret_len;
     int exit_when_done;        /* exit once every local rank has ended */
     int heartbeat_ms;          /* between PEER_BEATs to linked agents (0: default) */
-    /* recovery (design §7; srun --ddl): ranks' supervisors report failures
+    /* recovery (srun --ddl, ddlrun --emulate): ranks' supervisors report failures
      * and wait for the leader's decision (a new generation, stop, finish). */
     int supervise;             /* 0: ranks end on their own (ddlrun) */
     uint32_t restarts;         /* restarts allowed (--ddl-restarts) */

@@ -1,5 +1,5 @@
 /* heartbeat.c: progress heartbeats from the worker to its supervisor, so
- * that ddl-launch can tell a hung worker from a busy one (issue 6).
+ * that ddl-launch can tell a hung worker from a busy one.
  *
  * When a hang timeout is set, ddl-launch gives the worker the write end of
  * a pipe in DDL_HEARTBEAT_FD, or (the first worker of a Slurm task) the name

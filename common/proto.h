@@ -48,7 +48,7 @@ typedef enum {
 } ddl_msg_type_t;
 #define DDL_MSG_TYPE_MAX DDL_MSG_ROSTER
 
-/* Failure classes (design §7), in DDL_MSG_FAILURE and the failure summary. */
+/* Failure classes, in DDL_MSG_FAILURE and the failure summary. */
 typedef enum {
     DDL_FAIL_WORKER_EXIT = 1,   /* the worker exited with a non-zero status */
     DDL_FAIL_WORKER_SIGNAL = 2, /* the worker was killed by a signal */

@@ -1,7 +1,7 @@
 /* slurm_boot.c: the bootstrap of ddl-launch under Slurm (see slurm_boot.h).
  *
  * Ranks, nodes and the step come from the SLURM_* variables of the task
- * (design §3: PMIx's per-rank node id is wrong in Slurm 22.05).  PMIx is
+ * (PMIx's per-rank node id is wrong in Slurm 22.05).  PMIx is
  * used exactly once, by every task: rank 0 puts the leader agent's TCP
  * address, the PyTorch rendezvous address and a fresh random secret; one
  * fence collects the data; everyone gets rank 0's values and the list of

@@ -6,7 +6,7 @@
  * step whose options break the site's limits or whose configuration file is
  * invalid.  In each task of a --ddl step (remote context; not the batch,
  * extern or interactive step) it exports the validated settings as DDL_*
- * variables and wraps the task (design §3): task_init forks; the child
+ * variables and wraps the task: task_init forks; the child
  * waits for its environment from the supervisor, drops PMIX_* and returns
  * to Slurm, which runs the user's program in it; the parent, still the
  * task slurmstepd tracks, execs ddl-launch (same pid) with the job's
@@ -298,7 +298,8 @@ static int set_env_long(spank_t sp, const char *name, long value)
 
 /* worker_env: in the child that becomes the worker, take the variables
  * ddl-launch sends (NAME=VALUE lines, then "."), and drop PMIX_*: the
- * worker must never be a PMIx client (design §3). */
+ * worker must never be a PMIx client (a second PMIx client in the task
+ * would take the task's rank). */
 static int worker_env(spank_t sp, int fd)
 {
     static char buf[65536];

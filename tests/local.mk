@@ -88,7 +88,7 @@ INTEGRATION_TESTS += tests/integration/t0008-checkpoint.t
 # python3-torch.
 INTEGRATION_TESTS += tests/integration/t0013-torch.t
 
-# Slurm plugin, first part: the administrator's configuration reader and
+# Slurm plugin: the administrator's configuration reader and
 # the plugin's options on the namespace cluster.  t0010 starts a cluster
 # like t0009 (one bridge, one cluster at a time): it runs after t0009.
 check_PROGRAMS += tests/unit/t_conf
