@@ -430,9 +430,9 @@ static int setup(agent_t *a)
     remap(a);
     a->leader = o->nnodes <= 1 || !o->leader;
     a->started_ms = ddl_now_ms();
-    a->beat_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : 1000;
+    a->beat_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : DDL_HEARTBEAT_DEFAULT_MS;
     a->ckpt_dir = getenv("DDL_CHECKPOINT_DIR");
-    a->node_timeout_ms = o->node_timeout_ms > 0 ? o->node_timeout_ms : 2000;
+    a->node_timeout_ms = o->node_timeout_ms > 0 ? o->node_timeout_ms : DDL_NODE_TIMEOUT_DEFAULT_MS;
     uint32_t age;
     int64_t ck = -1;
     if (ckpt_latest(a->ckpt_dir, &ck, &age) < 0)

@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "ddl_limits.h" /* the defaults of heartbeat_ms and node_timeout_ms */
+
 /* A step on one node (ddlrun: the only node) or on several (Slurm): then
  * the agent of the node of rank 0 is the leader, listens on TCP and serves
  * the world-wide exchanges; the others connect to it and prove that they
@@ -43,14 +45,14 @@ typedef struct {
     const uint8_t *secret;     /* the step's secret (when nnodes > 1) */
     uint32_t secret_len;
     int exit_when_done;        /* exit once every local rank has ended */
-    int heartbeat_ms;          /* between PEER_BEATs to linked agents (0: 1000) */
-    /* recovery (design §7; srun --ddl): ranks' supervisors report failures
+    int heartbeat_ms;          /* between PEER_BEATs to linked agents (0: default) */
+    /* recovery (srun --ddl, ddlrun --emulate): ranks' supervisors report failures
      * and wait for the leader's decision (a new generation, stop, finish). */
     int supervise;             /* 0: ranks end on their own (ddlrun) */
     uint32_t restarts;         /* restarts allowed (--ddl-restarts) */
     uint32_t crash_loop;       /* restarts in a row without checkpoint progress
                                 * before giving up (0: off) */
-    int node_timeout_ms;       /* silence after which a linked agent is lost (0: 2000) */
+    int node_timeout_ms;       /* silence after which a linked agent is lost (0: default) */
     uint32_t spares;           /* the last `spares` nodes wait idle to replace lost ones */
     uint32_t min_nodes;        /* without a spare, a lost node shrinks the world down to
                                 * this many nodes (0: never shrink) */

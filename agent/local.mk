@@ -7,5 +7,5 @@ agent_ddl_agent_SOURCES = agent/main.c agent/agent.c agent/agent.h agent/status.
                           agent/topo_cmd.c agent/topo_cmd.h \
                           agent/config_cmd.c agent/config_cmd.h
 agent_ddl_agent_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(CRYPTO_CFLAGS)
-agent_ddl_agent_LDADD = common/libddlcommon.la $(HWLOC_LIBS) $(CRYPTO_LIBS)
+agent_ddl_agent_LDADD = common/libddlnode.la common/libddlcommon.la $(CRYPTO_LIBS)
 EXTRA_DIST += agent/README.md

@@ -25,7 +25,9 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "beat.h"
 #include "config_cmd.h"
+#include "ddl_limits.h"
 #include "ddl_version.h"
 #include "log.h"
 #include "proto.h"
@@ -111,19 +113,10 @@ static int cmd_status(int argc, char **argv)
  * there is no supervisor to tell (not a hang-watched worker), 2 usage. */
 static int cmd_heartbeat(int argc, char **argv)
 {
-    long step = -1, fd = -1;
+    long step = -1;
     if (argc > 2 || (argc == 2 && (ddl_parse_long(argv[1], 0, 0x7fffffffffffffffL, &step) < 0)))
         return bad("heartbeat: '%s' is not a step number (0 or more)", argc > 1 ? argv[1] : "");
-    const char *v = getenv("DDL_HEARTBEAT_FD"), *path = getenv("DDL_HEARTBEAT_PATH");
-    int own = 0;
-    if (!v || ddl_parse_long(v, 3, 1 << 20, &fd) < 0 || fcntl((int)fd, F_GETFD) < 0) {
-        fd = path && *path ? open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC) : -1;
-        own = 1;
-    } else {
-        int fl = fcntl((int)fd, F_GETFL); /* a full pipe drops the record, as libddl does */
-        if (fl >= 0)
-            fcntl((int)fd, F_SETFL, fl | O_NONBLOCK);
-    }
+    int own, fd = ddl_beat_channel_open(&own); /* non-blocking: a full pipe drops the record */
     if (fd < 0) {
         fprintf(stderr, "ddl-agent: heartbeat: no supervisor to tell: neither DDL_HEARTBEAT_FD "
                         "nor DDL_HEARTBEAT_PATH is usable (run it from a worker of ddlrun "
@@ -131,9 +124,9 @@ static int cmd_heartbeat(int argc, char **argv)
         return 1;
     }
     ddl_beat_rec_t r = {.collectives = 0, .step = step};
-    ssize_t n = write((int)fd, &r, sizeof r);
+    ssize_t n = write(fd, &r, sizeof r);
     if (own)
-        close((int)fd);
+        close(fd);
     if (n != (ssize_t)sizeof r) {
         fprintf(stderr, "ddl-agent: heartbeat: cannot write to the supervisor: %s\n",
                 n < 0 ? strerror(errno) : "short write");
@@ -152,7 +145,7 @@ static int parse_ranks(const char *text, uint32_t **out, uint32_t *n)
     if (!copy || !r)
         goto fail;
     for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (ddl_parse_long(t, 0, (1 << 20) - 1, &v) < 0)
+        if (ddl_parse_long(t, 0, DDL_MAX_RANKS - 1, &v) < 0)
             goto fail;
         r[(*n)++] = (uint32_t)v;
     }
@@ -218,7 +211,7 @@ static int cmd_serve(int argc, char **argv)
     int c;
     /* the step's heartbeat interval (srun --ddl-heartbeat, ddl.conf) */
     const char *hb = getenv("DDL_HEARTBEAT_S");
-    if (hb && *hb && ddl_parse_long(hb, 1, 60, &v) == 0)
+    if (hb && *hb && ddl_parse_long(hb, DDL_HEARTBEAT_MIN_S, DDL_HEARTBEAT_MAX_S, &v) == 0)
         o.heartbeat_ms = (int)v * 1000;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+s:t:n:r:p:", opts, NULL)) != -1) {
@@ -230,8 +223,9 @@ static int cmd_serve(int argc, char **argv)
             o.step = optarg;
             break;
         case 'n':
-            if (ddl_parse_long(optarg, 1, 1 << 20, &v) < 0)
-                return bad("serve: --size: '%s' is not a number of ranks (1-1048576)", optarg);
+            if (ddl_parse_long(optarg, 1, DDL_MAX_RANKS, &v) < 0)
+                return bad("serve: --size: '%s' is not a number of ranks (1-%d)", optarg,
+                           DDL_MAX_RANKS);
             o.size = (uint32_t)v;
             break;
         case 'r':
@@ -245,11 +239,16 @@ static int cmd_serve(int argc, char **argv)
             o.parent_pid = (int)v;
             break;
         case 'N':
+            if (ddl_parse_long(optarg, 0, DDL_MAX_NODES - 1, &v) < 0)
+                return bad("serve: --node-id: '%s' is not a node id (0-%d)", optarg,
+                           DDL_MAX_NODES - 1);
+            o.node_id = (uint32_t)v;
+            break;
         case 'M':
-            if (ddl_parse_long(optarg, c == 'N' ? 0 : 1, 1 << 20, &v) < 0)
-                return bad("serve: --%s: '%s' is not a number of nodes (0-1048576)",
-                           c == 'N' ? "node-id" : "nnodes", optarg);
-            *(c == 'N' ? &o.node_id : &o.nnodes) = (uint32_t)v;
+            if (ddl_parse_long(optarg, 1, DDL_MAX_NODES, &v) < 0)
+                return bad("serve: --nnodes: '%s' is not a number of nodes (1-%d)", optarg,
+                           DDL_MAX_NODES);
+            o.nnodes = (uint32_t)v;
             break;
         case 'L':
             free(local);
@@ -271,9 +270,9 @@ static int cmd_serve(int argc, char **argv)
             o.exit_when_done = 1;
             break;
         case 'H':
-            if (ddl_parse_long(optarg, 10, 60000, &v) < 0)
-                return bad("serve: --heartbeat: '%s' is not a number of milliseconds (10-60000)",
-                           optarg);
+            if (ddl_parse_long(optarg, DDL_HEARTBEAT_MIN_MS, DDL_HEARTBEAT_MAX_S * 1000L, &v) < 0)
+                return bad("serve: --heartbeat: '%s' is not a number of milliseconds (%d-%d)",
+                           optarg, DDL_HEARTBEAT_MIN_MS, DDL_HEARTBEAT_MAX_S * 1000);
             o.heartbeat_ms = (int)v;
             break;
         case 'V':
@@ -281,16 +280,16 @@ static int cmd_serve(int argc, char **argv)
             break;
         case 'R':
         case 'C':
-            if (ddl_parse_long(optarg, 0, 100, &v) < 0)
-                return bad("serve: --%s: '%s' is not a number (0-100)",
-                           c == 'R' ? "restarts" : "crash-loop", optarg);
+            if (ddl_parse_long(optarg, 0, DDL_MAX_RESTARTS, &v) < 0)
+                return bad("serve: --%s: '%s' is not a number (0-%d)",
+                           c == 'R' ? "restarts" : "crash-loop", optarg, DDL_MAX_RESTARTS);
             *(c == 'R' ? &o.restarts : &o.crash_loop) = (uint32_t)v;
             break;
         case 'P':
         case 'm':
-            if (ddl_parse_long(optarg, 0, 1 << 20, &v) < 0)
-                return bad("serve: --%s: '%s' is not a number of nodes (0-1048576)",
-                           c == 'P' ? "spares" : "min-nodes", optarg);
+            if (ddl_parse_long(optarg, 0, DDL_MAX_NODES, &v) < 0)
+                return bad("serve: --%s: '%s' is not a number of nodes (0-%d)",
+                           c == 'P' ? "spares" : "min-nodes", optarg, DDL_MAX_NODES);
             *(c == 'P' ? &o.spares : &o.min_nodes) = (uint32_t)v;
             break;
         case 'o':
@@ -302,9 +301,9 @@ static int cmd_serve(int argc, char **argv)
             o.host = optarg;
             break;
         case 'O':
-            if (ddl_parse_long(optarg, 100, 600000, &v) < 0)
+            if (ddl_parse_long(optarg, DDL_NODE_TIMEOUT_MIN_MS, DDL_NODE_TIMEOUT_MAX_MS, &v) < 0)
                 return bad("serve: --node-timeout: '%s' is not a number of milliseconds "
-                           "(100-600000)", optarg);
+                           "(%d-%d)", optarg, DDL_NODE_TIMEOUT_MIN_MS, DDL_NODE_TIMEOUT_MAX_MS);
             o.node_timeout_ms = (int)v;
             break;
         default:

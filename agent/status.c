@@ -44,7 +44,7 @@ static void json_field(const char *name, const char *value)
 {
     printf(", \"%s\": ", name);
     if (value && *value)
-        ddl_json_str(value);
+        ddl_json_str(stdout, value);
     else
         printf("null");
 }
@@ -54,7 +54,7 @@ static void print_json(const ddl_msg_t *m, const char *path, int first)
 {
     const typeof(m->u.status) *s = &m->u.status;
     printf("%s{\"step\": ", first ? "" : ",\n ");
-    ddl_json_str(s->step);
+    ddl_json_str(stdout, s->step);
     json_field("host", s->host);
     printf(", \"node_id\": %u, \"nnodes\": %u, \"leader\": %s", s->node_id, s->nnodes,
            s->leader ? "true" : "false");
@@ -77,7 +77,7 @@ static void print_json(const ddl_msg_t *m, const char *path, int first)
     printf("], \"checkpoint\": ");
     if (s->ckpt_step >= 0) {
         printf("{\"dir\": ");
-        ddl_json_str(s->ckpt_dir ? s->ckpt_dir : "");
+        ddl_json_str(stdout, s->ckpt_dir ? s->ckpt_dir : "");
         printf(", \"step\": %lld", (long long)s->ckpt_step);
         json_age("age_ms", s->ckpt_age_ms);
         printf("}");
@@ -85,7 +85,7 @@ static void print_json(const ddl_msg_t *m, const char *path, int first)
         printf("null");
     printf(", \"last_failure\": ");
     if (s->last_failure)
-        ddl_json_str(s->last_failure);
+        ddl_json_str(stdout, s->last_failure);
     else
         printf("null");
     printf(", \"peers\": [");

@@ -109,7 +109,7 @@ static void print_table(table_t *t)
 static void jkv(int first, const char *key, const char *value)
 {
     printf("%s\"%s\": ", first ? "" : ", ", key);
-    ddl_json_str(value);
+    ddl_json_str(stdout, value);
 }
 
 static void jki(const char *key, long value)
@@ -226,7 +226,7 @@ static void print_json(const ddl_topo_t *t, const ddl_topo_map_t *m, const ddl_t
         for (int v = 0, k = 0; v < envs[r].nvars; v++)
             if (envs[r].vars[v].kept) {
                 printf("%s", k++ ? ", " : "");
-                ddl_json_str(envs[r].vars[v].name);
+                ddl_json_str(stdout, envs[r].vars[v].name);
             }
         printf("]}");
     }
@@ -234,12 +234,12 @@ static void print_json(const ddl_topo_t *t, const ddl_topo_map_t *m, const ddl_t
     int k = 0;
     for (int i = 0; i < m->nnotes; i++) {
         printf("%s", k++ ? ",\n   " : "");
-        ddl_json_str(m->notes[i]);
+        ddl_json_str(stdout, m->notes[i]);
     }
     for (int r = 0; r < m->nranks; r++)
         if (envs[r].note[0]) {
             printf("%s", k++ ? ",\n   " : "");
-            ddl_json_str(envs[r].note);
+            ddl_json_str(stdout, envs[r].note);
         }
     printf("]}\n");
 }

@@ -1,6 +1,6 @@
 /* rma-probe.c: does UCX RMA (put + completion flag) beat the tag API for
  * moving a buffer to a peer that must know it has arrived?  That is the
- * question libddl's transport choice rests on (issue 3), and this program
+ * question libddl's transport choice rests on, and this program
  * answers it for the UCX transports of this machine, on the buffers a
  * training program has: its own (malloc'd, then registered with
  * ucp_mem_map) or, for comparison, memory that UCX allocates itself (what

@@ -2,8 +2,8 @@
 # run-bootstrap.sh: how long a whole Slurm step takes to start, bootstrap,
 # do one 8-byte allreduce and end, `srun --ddl` against Open MPI under
 # `srun --mpi=pmix` and against a plain `srun true`, on the namespace
-# cluster of tests/slurm/cluster.sh (as root; design §10: "bootstrap of N
-# ranks within 1.2x of srun --mpi=pmix + MPI_Init of Open MPI").
+# cluster of tests/slurm/cluster.sh (as root).  The goal: bootstrap of N ranks
+# within 1.2x of srun --mpi=pmix + MPI_Init of Open MPI.
 #
 #   bench/run-bootstrap.sh BUILDDIR [NODES [TASKS [RUNS]]]   (default 3 6 10)
 #

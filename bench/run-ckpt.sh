@@ -1,6 +1,6 @@
 #!/bin/sh
 # run-ckpt.sh: how long a training loop is blocked by a checkpoint, async
-# against synchronous (issue 6 target: async blocks <= 10 % of the
+# against synchronous (the goal: async blocks <= 10 % of the
 # synchronous write), with libddl's checkpoint API.
 #
 #   bench/run-ckpt.sh BUILDDIR [DIR [MIB...]]    (default /var/tmp, 64 256 1024)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # run-restart.sh: how fast a failure is detected and the job runs again
-# (issue 6): ddlrun --restarts on this machine, then `srun --ddl` and
+# ddlrun --restarts on this machine, then `srun --ddl` and
 # Slurm's own detection on the namespace cluster (when run as root with
 # Slurm).
 #

@@ -1,5 +1,5 @@
 /* heartbeat.c: progress heartbeats from the worker to its supervisor, so
- * that ddl-launch can tell a hung worker from a busy one (issue 6).
+ * that ddl-launch can tell a hung worker from a busy one.
  *
  * When a hang timeout is set, ddl-launch gives the worker the write end of
  * a pipe in DDL_HEARTBEAT_FD, or (the first worker of a Slurm task) the name
@@ -12,10 +12,9 @@
  */
 #include "config.h"
 
-#include <fcntl.h>
-#include <stdlib.h>
 #include <unistd.h>
 
+#include "beat.h"
 #include "ddl_int.h"
 #include "proto.h"
 #include "util.h"
@@ -30,30 +29,20 @@ static atomic_int_fast64_t beat_last_ms;
 
 void ddl_beat_init(void)
 {
-    const char *v = getenv("DDL_HEARTBEAT_FD");
-    long fd;
+    int owned;
     beat_fd = -1;
     atomic_store(&beat_colls, 0);
     atomic_store(&beat_step, -1);
     atomic_store(&beat_last_ms, 0);
-    const char *path = getenv("DDL_HEARTBEAT_PATH");
-    if (v && ddl_parse_long(v, 3, 1 << 20, &fd) == 0 && fcntl((int)fd, F_GETFD) >= 0) {
-        /* a pipe from ddl-launch */
-    } else if (path && *path) {
-        /* under Slurm the first worker was forked before its supervisor
-         * could hand it a pipe: a FIFO the supervisor holds open */
-        if ((fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
-            return;
+    int fd = ddl_beat_channel_open(&owned);
+    if (fd < 0)
+        return; /* no supervisor asked for heartbeats (or its channel is gone) */
+    if (owned) { /* the FIFO: kept open across ddl_finalize and ddl_init */
         if (beat_path_fd >= 0)
             close(beat_path_fd);
-        beat_path_fd = (int)fd;
-    } else {
-        return; /* no supervisor asked for heartbeats */
+        beat_path_fd = fd;
     }
-    int fl = fcntl((int)fd, F_GETFL);
-    if (fl < 0 || fcntl((int)fd, F_SETFL, fl | O_NONBLOCK) < 0)
-        return;
-    beat_fd = (int)fd;
+    beat_fd = fd;
     ddl_beat(0, 1);
 }
 

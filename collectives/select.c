@@ -3,8 +3,8 @@
  *
  * DDL_ALLREDUCE_ALGO=ring|rd|rabenseifner|hier|auto overrides the choice
  * (and DDL_BCAST_ALGO=binomial|chain|auto the broadcast's, at the end).
- * Otherwise an alpha-beta-gamma model (research/collectives.md) for p ranks
- * and n bytes picks the cheapest:
+ * Otherwise a cost model for p ranks and n bytes (a: latency per message,
+ * b: seconds per byte sent, g: seconds per byte reduced) picks the cheapest:
  *   rd:            log2 p' (a + n b + n g)                      [+ fold]
  *   ring:          2(p-1) a + 2(p-1)/p n b + (p-1)/p n g  (+ a per segment)
  *   rabenseifner:  2 log2 p' a + 2(p'-1)/p' n b + (p'-1)/p' n g  [+ fold]

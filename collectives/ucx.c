@@ -104,7 +104,7 @@ static ucp_ep_h get_ep(int world_peer, ddl_status_t *st)
          * transport supports it, so it would push every transfer inside a
          * node onto TCP (measured: 4x slower).  So UCX does not report a
          * dead peer: the supervisor must abort the communicator (ddlrun
-         * stops the whole job; agent-driven aborts come with issue 6). */
+         * stops the whole job; under srun --ddl the agents abort it). */
         .err_mode = UCP_ERR_HANDLING_MODE_NONE,
     };
     ucs_status_t us = ucp_ep_create(ddl_ctx.worker, &ep, &ddl_ctx.eps[world_peer]);

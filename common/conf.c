@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "conf.h"
+#include "ddl_limits.h"
 
 /* The keys, valid at top level and inside partition sections.  F is the
  * flags: none at top level (defaults apply), CFGF_NODEFAULT in sections (a
@@ -21,9 +22,9 @@
 // clang-format off
 #define DDL_CONF_KEYS(F)                                                                           \
     /* seconds between two heartbeats of an agent, 1-60 */                                        \
-    CFG_INT("heartbeat_interval", 1, F),                                                           \
+    CFG_INT("heartbeat_interval", DDL_HEARTBEAT_DEFAULT_MS / 1000, F),                             \
     /* seconds without a heartbeat before a node counts as lost, 1-600 */                          \
-    CFG_INT("node_timeout", 2, F),                                                                 \
+    CFG_INT("node_timeout", DDL_NODE_TIMEOUT_DEFAULT_MS / 1000, F),                                \
     /* smallest --ddl-hang-timeout a user may ask for, seconds, 1-86400 */                         \
     CFG_INT("hang_timeout_min", 10, F),                                                            \
     /* largest --ddl-hang-timeout a user may ask for (and the default), seconds, 1-86400 */        \
@@ -47,9 +48,14 @@ typedef struct {
     long min, max;
 } conf_range_t;
 
+/* whole seconds; the limits are ddl's (ddl_limits.h), shared with ddlrun, the
+ * plugin's options and ddl-agent */
 static const conf_range_t conf_ranges[] = {
-    {"heartbeat_interval", 1, 60},  {"node_timeout", 1, 600}, {"hang_timeout_min", 1, 86400},
-    {"hang_timeout_max", 1, 86400}, {"max_restarts", 0, 100},
+    {"heartbeat_interval", DDL_HEARTBEAT_MIN_S, DDL_HEARTBEAT_MAX_S},
+    {"node_timeout", 1, DDL_NODE_TIMEOUT_MAX_MS / 1000},
+    {"hang_timeout_min", 1, DDL_HANG_TIMEOUT_MAX_S},
+    {"hang_timeout_max", 1, DDL_HANG_TIMEOUT_MAX_S},
+    {"max_restarts", 0, DDL_MAX_RESTARTS},
 };
 
 static const char *const conf_bind_values[] = {"auto", "none", NULL};

@@ -76,20 +76,6 @@ int ddl_fail_score(int cls, int wstatus)
     }
 }
 
-/* json_str: s as a JSON string body (quotes, backslashes and controls escaped). */
-static void json_str(FILE *f, const char *s)
-{
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-}
-
 int ddl_fail_summary_write(const char *dir, const ddl_fail_summary_t *s, ddl_error_t *err)
 {
     char path[4200], tmp[4300], how[128];
@@ -105,20 +91,21 @@ int ddl_fail_summary_write(const char *dir, const ddl_fail_summary_t *s, ddl_err
         return ddl_errprintf(err, "cannot write the failure summary %s: %s", tmp, strerror(errno));
     int worker = s->cls == DDL_FAIL_WORKER_EXIT || s->cls == DDL_FAIL_WORKER_SIGNAL ||
                  s->cls == DDL_FAIL_WORKER_HANG || s->cls == DDL_FAIL_WORKER_START;
-    fprintf(f, "{\"step\": \"");
-    json_str(f, s->step);
-    fprintf(f, "\", \"generation\": %u, \"rank\": %lld, \"node\": %lld, \"host\": \"", s->gen,
+    fprintf(f, "{\"step\": ");
+    ddl_json_str(f, s->step);
+    fprintf(f, ", \"generation\": %u, \"rank\": %lld, \"node\": %lld, \"host\": ", s->gen,
             (long long)s->rank, (long long)s->node);
-    json_str(f, s->host);
-    fprintf(f, "\", \"class\": \"%s\", \"exit_status\": %d, \"signal\": %d, \"description\": \"",
+    ddl_json_str(f, s->host);
+    fprintf(f, ", \"class\": \"%s\", \"exit_status\": %d, \"signal\": %d, \"description\": ",
             ddl_fail_class_str(s->cls),
             worker && WIFEXITED(s->wstatus) ? WEXITSTATUS(s->wstatus) : -1,
             worker && WIFSIGNALED(s->wstatus) ? WTERMSIG(s->wstatus) : 0);
-    json_str(f, s->text ? s->text : ddl_describe_wait_status(s->wstatus, how, sizeof how));
-    fprintf(f, "\", \"decision\": \"%s\", \"exit_code\": %d, \"checkpoint_step\": %lld, "
+    ddl_json_str(f, s->text ? s->text : ddl_describe_wait_status(s->wstatus, how, sizeof how));
+    fprintf(f, ", \"decision\": ");
+    ddl_json_str(f, s->decision);
+    fprintf(f, ", \"exit_code\": %d, \"checkpoint_step\": %lld, "
             "\"restarts_left\": %d, \"detected_unix_ms\": %lld}\n",
-            s->decision ? s->decision : "", s->exit_code, (long long)s->ckpt_step,
-            s->restarts_left, (long long)s->detected_ms);
+            s->exit_code, (long long)s->ckpt_step, s->restarts_left, (long long)s->detected_ms);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);

@@ -59,7 +59,7 @@ typedef enum {
 #define DDL_PROTO_MAC_LEN 32
 #define DDL_PROTO_MAX_AUTH_BODY 1024u
 
-/* Failure classes (design §7), in DDL_MSG_FAILURE and the failure summary. */
+/* Failure classes, in DDL_MSG_FAILURE and the failure summary. */
 typedef enum {
     DDL_FAIL_WORKER_EXIT = 1,   /* the worker exited with a non-zero status */
     DDL_FAIL_WORKER_SIGNAL = 2, /* the worker was killed by a signal */

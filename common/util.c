@@ -239,19 +239,19 @@ int ddl_find_helper(const char *name, const char *subdir, const char *installed_
     return 0;
 }
 
-void ddl_json_str(const char *s)
+void ddl_json_str(FILE *f, const char *s)
 {
-    putchar('"');
+    fputc('"', f);
     for (; s && *s; s++) {
         unsigned char ch = (unsigned char)*s;
         if (ch == '"' || ch == '\\')
-            printf("\\%c", ch);
+            fprintf(f, "\\%c", ch);
         else if (ch < 0x20)
-            printf("\\u%04x", ch);
+            fprintf(f, "\\u%04x", ch);
         else
-            putchar(ch);
+            fputc(ch, f);
     }
-    putchar('"');
+    fputc('"', f);
 }
 
 int ddl_cpulist_parse(const char *text, void (*add)(void *ctx, unsigned lo, unsigned hi),

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 /* A message for people, filled by the function that failed. */
@@ -82,9 +83,15 @@ int ddl_cpulist_parse(const char *text, void (*add)(void *ctx, unsigned lo, unsi
  * EINVAL (ENOMEM) and the reason for the first bad list otherwise. */
 int ddl_bind_check(const char *text, ddl_error_t *err);
 
-/* ddl_json_str: print s (NULL prints "") to stdout as a JSON string, with
- * quotes, backslashes and control characters escaped. */
-void ddl_json_str(const char *s);
+/* ddl_json_str: write s (NULL writes "") to f as a JSON string: in double
+ * quotes, with '"' and '\\' escaped by a backslash and the control
+ * characters below 0x20 as \\u00XX; other bytes (UTF-8 included) as they
+ * are.  ddl's only JSON string writer: ddl-agent status --json, ddl-agent
+ * topo --json and the failure summaries (failure-gen<G>.json) use it.
+ * Write errors are left in f's error flag (check ferror or fclose).
+ * Thread-safe as stdio is (one call may interleave with another thread's
+ * output on the same f). */
+void ddl_json_str(FILE *f, const char *s);
 
 /* ddl_find_helper: the path of one of ddl's own programs (ddl-agent,
  * ddl-launch).  When the calling program runs from a build tree (a

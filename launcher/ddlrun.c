@@ -611,7 +611,7 @@ static int start_nodes(run_t *r, const char *dir)
         close(lfd);
         return -1;
     }
-    long to = r->o.node_timeout_ms ? r->o.node_timeout_ms : 2000;
+    long to = r->o.node_timeout_ms ? r->o.node_timeout_ms : DDL_NODE_TIMEOUT_DEFAULT_MS;
     snprintf(leader, sizeof leader, "127.0.0.1:%u", port);
     snprintf(size, sizeof size, "%d", r->ntasks);
     snprintf(nn, sizeof nn, "%d", r->nnodes);
@@ -619,7 +619,8 @@ static int start_nodes(run_t *r, const char *dir)
     snprintf(restarts, sizeof restarts, "%d", r->o.restarts);
     snprintf(loop, sizeof loop, "%d", r->o.ckpt_dir ? r->o.crash_loop : 0);
     snprintf(timeout, sizeof timeout, "%ld", to);
-    snprintf(beat, sizeof beat, "%ld", to / 2 < 1000 ? to / 2 : 1000L);
+    snprintf(beat, sizeof beat, "%ld",
+             to / 2 < DDL_HEARTBEAT_DEFAULT_MS ? to / 2 : (long)DDL_HEARTBEAT_DEFAULT_MS);
     snprintf(spares, sizeof spares, "%d", r->o.spares);
     snprintf(min_nodes, sizeof min_nodes, "%d", r->o.min_nodes);
     for (int k = 0; k < r->nnodes; k++) {

@@ -3,14 +3,15 @@
 #ifndef DDL_DDLRUN_H
 #define DDL_DDLRUN_H
 
+#include "ddl_limits.h"
 #include "util.h"
 
+/* Ranks (and tasks, with --spares) on this machine. */
 #define DDLRUN_MAX_RANKS 4096
-#define DDLRUN_DEFAULT_GRACE_MS 5000
-#define DDLRUN_MAX_RESTARTS 100
 /* Failures within this long of the first are compared for the root cause. */
 #define DDLRUN_FAILURE_WINDOW_MS 30
-#define DDLRUN_DEFAULT_CRASH_LOOP 3
+/* The other limits and defaults (restarts, crash loop, grace, node and hang
+ * timeouts, spares) are ddl's, in common/ddl_limits.h. */
 /* Exit statuses of a step that restarts could not save: DDL_EXIT_* in
  * common/proto.h (documented in the usage text and docs/user-guide.md). */
 

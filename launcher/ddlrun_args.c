@@ -26,9 +26,13 @@ const char ddlrun_usage[] =
     "                     detect a lost node (its agent killed, or silent: SIGSTOP) and\n"
     "                     take the leader's place when it is lost\n"
     "      --spares K     with --emulate: K more nodes of N/K ranks whose tasks wait, and\n"
-    "                     take a lost node's ranks (0-64, default 0)\n"
+    "                     take a lost node's ranks (0-" DDL_XSTR(DDL_MAX_NODES)
+    ", default 0; the ranks and\n"
+    "                     the waiting tasks together at most 4096)\n"
     "      --min-nodes M  with --emulate, without a spare left: a lost node's ranks are\n"
-    "                     dropped and the world shrinks, down to M nodes (default 0: no)\n"
+    "                     dropped and the world shrinks, down to M nodes (0-"
+    DDL_XSTR(DDL_MAX_NODES) ",\n"
+    "                     default 0: no)\n"
     "      --node-timeout SECS\n"
     "                     with --emulate: an agent silent this long is lost (0.2-600,\n"
     "                     default 2)\n"
@@ -37,7 +41,8 @@ const char ddlrun_usage[] =
     "                     none: change nothing; LIST: CPU lists separated by ':', one per\n"
     "                     rank in turn (e.g. 0-3:4-7), GPU and NIC as with auto\n"
     "      --restarts R   after a rank fails, stop the others and start all ranks again,\n"
-    "                     up to R times (0-100, default 0), with DDL_GENERATION and\n"
+    "                     up to R times (0-" DDL_XSTR(DDL_MAX_RESTARTS)
+    ", default 0), with DDL_GENERATION and\n"
     "                     DDL_RESTART_COUNT counting the restarts; waits 0.5 s before\n"
     "                     the first restart, doubling up to 8 s\n"
     "      --checkpoint-dir DIR\n"
@@ -45,7 +50,8 @@ const char ddlrun_usage[] =
     "                     'latest' step shows progress between restarts, and each\n"
     "                     failure is summarised in DIR/failure-gen<G>.json\n"
     "      --crash-loop K with --checkpoint-dir: give up when K restarts in a row made no\n"
-    "                     checkpoint progress (1-100, default 3)\n"
+    "                     checkpoint progress (1-" DDL_XSTR(DDL_MAX_RESTARTS) ", default "
+    DDL_XSTR(DDL_DEFAULT_CRASH_LOOP) ")\n"
     "      --hang-timeout SECS\n"
     "                     a rank from which libddl has sent no heartbeat for SECS (once\n"
     "                     it has sent one) is hung: reported and killed, which counts\n"
@@ -114,8 +120,8 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
     long v;
     int c;
 
-    *o = (ddlrun_opts_t){.np = 0, .nodes = 1, .grace_ms = DDLRUN_DEFAULT_GRACE_MS,
-                         .crash_loop = DDLRUN_DEFAULT_CRASH_LOOP};
+    *o = (ddlrun_opts_t){.np = 0, .nodes = 1, .grace_ms = DDL_GRACE_DEFAULT_MS,
+                         .crash_loop = DDL_DEFAULT_CRASH_LOOP};
     optind = 0; /* full re-initialisation of getopt, for repeated calls */
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+:n:lvhV", longopts, NULL)) != -1) {
@@ -138,9 +144,9 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
             o->nodes = (int)v;
             break;
         case 'g':
-            if (ddl_parse_seconds_ms(optarg, 0, 600000, &v) < 0)
-                return ddl_errprintf(err, "--grace: '%s' is not a number of seconds (0-600)",
-                                     optarg),
+            if (ddl_parse_seconds_ms(optarg, 0, DDL_GRACE_MAX_MS, &v) < 0)
+                return ddl_errprintf(err, "--grace: '%s' is not a number of seconds (0-%g)",
+                                     optarg, DDL_GRACE_MAX_MS / 1000.0),
                        DDLRUN_ARGS_ERROR;
             o->grace_ms = v;
             break;
@@ -148,23 +154,25 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
             o->verbose = 1;
             break;
         case 'R':
-            if (ddl_parse_long(optarg, 0, DDLRUN_MAX_RESTARTS, &v) < 0)
+            if (ddl_parse_long(optarg, 0, DDL_MAX_RESTARTS, &v) < 0)
                 return ddl_errprintf(err, "--restarts: '%s' is not a number (0-%d)", optarg,
-                                     DDLRUN_MAX_RESTARTS),
+                                     DDL_MAX_RESTARTS),
                        DDLRUN_ARGS_ERROR;
             o->restarts = (int)v;
             break;
         case 'K':
-            if (ddl_parse_long(optarg, 1, DDLRUN_MAX_RESTARTS, &v) < 0)
+            if (ddl_parse_long(optarg, 1, DDL_MAX_RESTARTS, &v) < 0)
                 return ddl_errprintf(err, "--crash-loop: '%s' is not a number of restarts "
-                                     "(1-%d)", optarg, DDLRUN_MAX_RESTARTS),
+                                     "(1-%d)", optarg, DDL_MAX_RESTARTS),
                        DDLRUN_ARGS_ERROR;
             o->crash_loop = (int)v;
             break;
         case 'H':
-            if (ddl_parse_seconds_ms(optarg, 100, 86400000, &v) < 0)
+            if (ddl_parse_seconds_ms(optarg, DDL_HANG_TIMEOUT_MIN_MS,
+                                     DDL_HANG_TIMEOUT_MAX_S * 1000L, &v) < 0)
                 return ddl_errprintf(err, "--hang-timeout: '%s' is not a number of seconds "
-                                     "(0.1-86400)", optarg),
+                                     "(%g-%d)", optarg, DDL_HANG_TIMEOUT_MIN_MS / 1000.0,
+                                     DDL_HANG_TIMEOUT_MAX_S),
                        DDLRUN_ARGS_ERROR;
             o->hang_ms = v;
             break;
@@ -172,23 +180,25 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
             o->emulate = 1;
             break;
         case 'S':
-            if (ddl_parse_long(optarg, 0, 64, &v) < 0)
-                return ddl_errprintf(err, "--spares: '%s' is not a number of nodes (0-64)",
-                                     optarg),
+            if (ddl_parse_long(optarg, 0, DDL_MAX_NODES, &v) < 0)
+                return ddl_errprintf(err, "--spares: '%s' is not a number of nodes (0-%d)",
+                                     optarg, DDL_MAX_NODES),
                        DDLRUN_ARGS_ERROR;
             o->spares = (int)v;
             break;
         case 'M':
-            if (ddl_parse_long(optarg, 0, DDLRUN_MAX_RANKS, &v) < 0)
+            if (ddl_parse_long(optarg, 0, DDL_MAX_NODES, &v) < 0)
                 return ddl_errprintf(err, "--min-nodes: '%s' is not a number of nodes (0-%d)",
-                                     optarg, DDLRUN_MAX_RANKS),
+                                     optarg, DDL_MAX_NODES),
                        DDLRUN_ARGS_ERROR;
             o->min_nodes = (int)v;
             break;
         case 'T':
-            if (ddl_parse_seconds_ms(optarg, 200, 600000, &v) < 0)
+            if (ddl_parse_seconds_ms(optarg, DDL_NODE_TIMEOUT_MIN_MS, DDL_NODE_TIMEOUT_MAX_MS,
+                                     &v) < 0)
                 return ddl_errprintf(err, "--node-timeout: '%s' is not a number of seconds "
-                                     "(0.2-600)", optarg),
+                                     "(%g-%g)", optarg, DDL_NODE_TIMEOUT_MIN_MS / 1000.0,
+                                     DDL_NODE_TIMEOUT_MAX_MS / 1000.0),
                        DDLRUN_ARGS_ERROR;
             o->node_timeout_ms = v;
             break;

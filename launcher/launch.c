@@ -52,6 +52,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ddl_limits.h"
 #include "ddl_version.h"
 #include "log.h"
 #include "proto.h"
@@ -835,7 +836,7 @@ int main(int argc, char **argv)
 {
     sigset_t mask, none;
     int first = 1;
-    long grace_ms = 5000;
+    long grace_ms = DDL_GRACE_DEFAULT_MS;
     ddl_log_init("ddl-launch", DDL_LOG_WARN);
 
     if (argc > 1 && strcmp(argv[1], "--version") == 0) {
@@ -863,18 +864,19 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *g = getenv("DDL_GRACE_MS");
-    if (g && ddl_parse_long(g, 0, 600000, &grace_ms) < 0) {
-        ddl_error("DDL_GRACE_MS='%s' is not a number of milliseconds (0-600000)", g);
+    if (g && ddl_parse_long(g, 0, DDL_GRACE_MAX_MS, &grace_ms) < 0) {
+        ddl_error("DDL_GRACE_MS='%s' is not a number of milliseconds (0-%d)", g, DDL_GRACE_MAX_MS);
         return 2;
     }
     const char *hv = getenv("DDL_HANG_TIMEOUT_MS");
-    if (hv && *hv && ddl_parse_long(hv, 0, 86400000, &beats.timeout_ms) < 0) {
-        ddl_error("DDL_HANG_TIMEOUT_MS='%s' is not a number of milliseconds (0-86400000)", hv);
+    if (hv && *hv && ddl_parse_long(hv, 0, DDL_HANG_TIMEOUT_MAX_S * 1000L, &beats.timeout_ms) < 0) {
+        ddl_error("DDL_HANG_TIMEOUT_MS='%s' is not a number of milliseconds (0-%ld)", hv,
+                  DDL_HANG_TIMEOUT_MAX_S * 1000L);
         return 2;
     }
     const char *hs = getenv("DDL_HANG_TIMEOUT_S"); /* srun --ddl-hang-timeout, ddl.conf */
     long hang_s;
-    if (slurm && !(hv && *hv) && hs && ddl_parse_long(hs, 1, 86400, &hang_s) == 0)
+    if (slurm && !(hv && *hv) && hs && ddl_parse_long(hs, 1, DDL_HANG_TIMEOUT_MAX_S, &hang_s) == 0)
         beats.timeout_ms = hang_s * 1000;
 
     /* Dispositions survive exec: slurmstepd's task may ignore SIGCHLD, and

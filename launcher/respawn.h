@@ -3,7 +3,7 @@
  * Under Slurm the first worker is started by slurmstepd (after TaskProlog,
  * limits and the user's environment), not by ddl-launch.  To start it again
  * in a new generation, ddl-launch records, while that first worker runs,
- * what it was started with (design §3): its executable, arguments,
+ * what it was started with: its executable, arguments,
  * environment, working directory, resource limits, CPU mask and umask, all
  * read from /proc/PID.  Not thread-safe; blocking /proc reads only.
  */

@@ -1,7 +1,7 @@
 /* slurm_boot.c: the bootstrap of ddl-launch under Slurm (see slurm_boot.h).
  *
  * Ranks, nodes and the step come from the SLURM_* variables of the task
- * (design §3: PMIx's per-rank node id is wrong in Slurm 22.05).  PMIx is
+ * (PMIx's per-rank node id is wrong in Slurm 22.05).  PMIx is
  * used exactly once, by every task: rank 0 puts the leader agent's TCP
  * address, the PyTorch rendezvous address and a fresh random secret; one
  * fence collects the data; everyone gets rank 0's values and the list of
@@ -23,6 +23,7 @@
 #include <pmix.h>
 #endif
 
+#include "ddl_limits.h"
 #include "log.h"
 #include "slurm_boot.h"
 #include "sock.h"
@@ -51,11 +52,11 @@ static int env_long(const char *name, const char *alt, long min, long max, long 
 static int read_recovery(ddl_slurm_boot_t *b, ddl_error_t *err)
 {
     const char *sv = getenv("DDL_SPARES"), *mv = getenv("DDL_MIN_NODES");
-    if ((sv && *sv && ddl_parse_long(sv, 0, 1 << 20, &b->spares) < 0) ||
-        (mv && *mv && ddl_parse_long(mv, 0, 1 << 20, &b->min_nodes) < 0)) {
+    if ((sv && *sv && ddl_parse_long(sv, 0, DDL_MAX_NODES, &b->spares) < 0) ||
+        (mv && *mv && ddl_parse_long(mv, 0, DDL_MAX_NODES, &b->min_nodes) < 0)) {
         errno = EINVAL;
-        return ddl_errprintf(err, "DDL_SPARES='%s' or DDL_MIN_NODES='%s' is not a number of nodes",
-                             sv ? sv : "", mv ? mv : "");
+        return ddl_errprintf(err, "DDL_SPARES='%s' or DDL_MIN_NODES='%s' is not a number of nodes "
+                             "(0-%d)", sv ? sv : "", mv ? mv : "", DDL_MAX_NODES);
     }
     if (b->spares >= b->nnodes && b->spares > 0) {
         errno = EINVAL;
@@ -297,15 +298,20 @@ static int start_agent(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
     char restarts[16], loop[16], timeout[16];
     long v = 0;
     const char *e = getenv("DDL_RESTARTS");
-    snprintf(restarts, sizeof restarts, "%ld", e && ddl_parse_long(e, 0, 100, &v) == 0 ? v : 0L);
+    snprintf(restarts, sizeof restarts, "%ld",
+             e && ddl_parse_long(e, 0, DDL_MAX_RESTARTS, &v) == 0 ? v : 0L);
     e = getenv("DDL_CRASH_LOOP");
-    snprintf(loop, sizeof loop, "%ld", e && ddl_parse_long(e, 0, 100, &v) == 0 ? v : 3L);
+    snprintf(loop, sizeof loop, "%ld",
+             e && ddl_parse_long(e, 0, DDL_MAX_RESTARTS, &v) == 0 ? v
+                                                                 : (long)DDL_DEFAULT_CRASH_LOOP);
     char spares[16], min_nodes[16];
     snprintf(spares, sizeof spares, "%ld", b->spares);
     snprintf(min_nodes, sizeof min_nodes, "%ld", b->min_nodes);
     e = getenv("DDL_NODE_TIMEOUT_S");
     snprintf(timeout, sizeof timeout, "%ld",
-             e && ddl_parse_long(e, 1, 600, &v) == 0 ? v * 1000 : 2000L);
+             e && ddl_parse_long(e, 1, DDL_NODE_TIMEOUT_MAX_MS / 1000, &v) == 0
+                 ? v * 1000
+                 : (long)DDL_NODE_TIMEOUT_DEFAULT_MS); /* whole seconds, as in ddl.conf */
     char *argv[] = {"ddl-agent", "serve", "--socket", b->sock, "--step", b->step, "--size", size,
                     "--node-id", node, "--nnodes", nnodes, "--local-ranks", p->peers,
                     "--secret-fd", sfd, leader ? "--tcp-fd" : "--leader",

@@ -6,7 +6,7 @@
  * step whose options break the site's limits or whose configuration file is
  * invalid.  In each task of a --ddl step (remote context; not the batch,
  * extern or interactive step) it exports the validated settings as DDL_*
- * variables and wraps the task (design §3): task_init forks; the child
+ * variables and wraps the task: task_init forks; the child
  * waits for its environment from the supervisor, drops PMIX_* and returns
  * to Slurm, which runs the user's program in it; the parent, still the
  * task slurmstepd tracks, execs ddl-launch (same pid) with the job's
@@ -34,6 +34,7 @@
 #include <slurm/spank.h>
 
 #include "conf.h"
+#include "ddl_limits.h"
 #include "util.h"
 
 SPANK_PLUGIN(ddl, 1);
@@ -89,16 +90,17 @@ static int opt_cb(int val, const char *arg, int remote)
         ddl_opt.verbose = 1;
         return 0;
     case OPT_RESTARTS:
-        return opt_number("ddl-restarts", arg, 0, 100, "number", &ddl_opt.restarts);
+        return opt_number("ddl-restarts", arg, 0, DDL_MAX_RESTARTS, "number", &ddl_opt.restarts);
     case OPT_SPARES:
-        return opt_number("ddl-spares", arg, 0, 1024, "number", &ddl_opt.spares);
+        return opt_number("ddl-spares", arg, 0, DDL_MAX_NODES, "number of nodes", &ddl_opt.spares);
     case OPT_MIN_NODES:
-        return opt_number("ddl-min-nodes", arg, 1, 1048576, "number of nodes",
+        return opt_number("ddl-min-nodes", arg, 0, DDL_MAX_NODES, "number of nodes",
                           &ddl_opt.min_nodes);
     case OPT_HEARTBEAT:
-        return opt_number("ddl-heartbeat", arg, 1, 60, "number of seconds", &ddl_opt.heartbeat_s);
+        return opt_number("ddl-heartbeat", arg, DDL_HEARTBEAT_MIN_S, DDL_HEARTBEAT_MAX_S,
+                          "number of seconds", &ddl_opt.heartbeat_s);
     case OPT_HANG_TIMEOUT:
-        return opt_number("ddl-hang-timeout", arg, 1, 86400, "number of seconds",
+        return opt_number("ddl-hang-timeout", arg, 1, DDL_HANG_TIMEOUT_MAX_S, "number of seconds",
                           &ddl_opt.hang_timeout_s);
     case OPT_CHECKPOINT_DIR:
         if (!arg || strlen(arg) >= sizeof ddl_opt.checkpoint_dir ||
@@ -131,16 +133,25 @@ static struct spank_option ddl_options[] = {
      OPT_DDL, opt_cb},
     {"ddl-checkpoint-dir", "DIR", "ddl: directory of the step's checkpoints (absolute)", 1,
      OPT_CHECKPOINT_DIR, opt_cb},
-    {"ddl-restarts", "N", "ddl: restarts allowed after a failure (0-100, site limit applies)", 1,
-     OPT_RESTARTS, opt_cb},
-    {"ddl-spares", "N", "ddl: the last N nodes wait idle to replace a lost node (0-1024)", 1,
+    {"ddl-restarts", "N",
+     "ddl: restarts allowed after a failure (0-" DDL_XSTR(DDL_MAX_RESTARTS)
+     ", site limit applies)",
+     1, OPT_RESTARTS, opt_cb},
+    {"ddl-spares", "N",
+     "ddl: the last N nodes wait idle to replace a lost node (0-" DDL_XSTR(DDL_MAX_NODES) ")", 1,
      OPT_SPARES, opt_cb},
-    {"ddl-min-nodes", "N", "ddl: without a spare, go on after a node loss on no fewer than N "
-                           "nodes", 1, OPT_MIN_NODES, opt_cb},
-    {"ddl-heartbeat", "SECONDS", "ddl: seconds between heartbeats (1-60)", 1, OPT_HEARTBEAT,
-     opt_cb},
-    {"ddl-hang-timeout", "SECONDS", "ddl: seconds without progress before a rank counts as hung", 1,
-     OPT_HANG_TIMEOUT, opt_cb},
+    {"ddl-min-nodes", "N",
+     "ddl: without a spare, go on after a node loss on no fewer than N nodes "
+     "(0-" DDL_XSTR(DDL_MAX_NODES) ", 0: stop)",
+     1, OPT_MIN_NODES, opt_cb},
+    {"ddl-heartbeat", "SECONDS",
+     "ddl: seconds between heartbeats "
+     "(" DDL_XSTR(DDL_HEARTBEAT_MIN_S) "-" DDL_XSTR(DDL_HEARTBEAT_MAX_S) ", site default applies)",
+     1, OPT_HEARTBEAT, opt_cb},
+    {"ddl-hang-timeout", "SECONDS",
+     "ddl: seconds without progress before a rank counts as hung "
+     "(1-" DDL_XSTR(DDL_HANG_TIMEOUT_MAX_S) ", site range applies)",
+     1, OPT_HANG_TIMEOUT, opt_cb},
     {"ddl-bind", "auto|none|LIST", "ddl: placement of ranks (LIST: CPU lists separated by ':')", 1,
      OPT_BIND, opt_cb},
     {"ddl-verbose", NULL, "ddl: report what ddl does", 0, OPT_VERBOSE, opt_cb},
@@ -287,7 +298,8 @@ static int set_env_long(spank_t sp, const char *name, long value)
 
 /* worker_env: in the child that becomes the worker, take the variables
  * ddl-launch sends (NAME=VALUE lines, then "."), and drop PMIX_*: the
- * worker must never be a PMIx client (design §3). */
+ * worker must never be a PMIx client (a second PMIx client in the task
+ * would take the task's rank). */
 static int worker_env(spank_t sp, int fd)
 {
     static char buf[65536];

@@ -48,7 +48,9 @@ INTEGRATION_TESTS = \
     tests/integration/t0012-bench.t \
     tests/integration/t0017-gpu.t \
     tests/integration/t0018-restart.t \
-    tests/integration/t0020-ddlrun-emulate.t
+    tests/integration/t0020-ddlrun-emulate.t \
+    tests/integration/t0023-deps.t \
+    tests/integration/t0024-limits.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh
 
@@ -60,7 +62,7 @@ TESTS += tests/unit/t_topo
 tests_unit_t_topo_SOURCES = tests/unit/t_topo.c tests/tap.h
 tests_unit_t_topo_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 tests_unit_t_topo_CPPFLAGS = $(AM_CPPFLAGS) -DDDL_TOP_SRCDIR='"$(abs_top_srcdir)"'
-tests_unit_t_topo_LDADD = common/libddlcommon.la $(HWLOC_LIBS)
+tests_unit_t_topo_LDADD = common/libddlnode.la common/libddlcommon.la $(HWLOC_LIBS)
 INTEGRATION_TESTS += tests/integration/t0006-topo.t
 EXTRA_DIST += tests/data/topologies/README.md \
               tests/data/topologies/coral-lassen.xml \
@@ -86,13 +88,24 @@ INTEGRATION_TESTS += tests/integration/t0008-checkpoint.t
 # python3-torch.
 INTEGRATION_TESTS += tests/integration/t0013-torch.t
 
-# Slurm plugin, first part: the administrator's configuration reader and
+# Slurm plugin: the administrator's configuration reader and
 # the plugin's options on the namespace cluster.  t0010 starts a cluster
 # like t0009 (one bridge, one cluster at a time): it runs after t0009.
 check_PROGRAMS += tests/unit/t_conf
 TESTS += tests/unit/t_conf
 tests_unit_t_conf_SOURCES = tests/unit/t_conf.c tests/tap.h
-tests_unit_t_conf_LDADD = common/libddlcommon.la
+tests_unit_t_conf_LDADD = common/libddlnode.la common/libddlcommon.la
+# The plugin's checks of srun's --ddl-* values against common/ddl_limits.h:
+# spank_ddl.c compiled into the test with stand-ins for Slurm's functions.
+if HAVE_SLURM
+check_PROGRAMS += tests/unit/t_spank_opts
+TESTS += tests/unit/t_spank_opts
+tests_unit_t_spank_opts_SOURCES = tests/unit/t_spank_opts.c tests/tap.h
+tests_unit_t_spank_opts_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CPPFLAGS)
+tests_unit_t_spank_opts_CFLAGS = $(AM_CFLAGS) $(CONFUSE_CFLAGS)
+tests_unit_t_spank_opts_LDADD = common/libddlnode.la common/libddlcommon.la
+endif
+EXTRA_DIST += tests/unit/t_spank_opts.c
 INTEGRATION_TESTS += tests/integration/t0010-spank.t tests/integration/t0011-config-check.t
 tests/integration/t0010-spank.log: tests/integration/t0009-slurm-cluster.log
 

@@ -1,6 +1,6 @@
 #!/bin/sh
-# t0009-slurm-cluster: the multi-node test bed itself (tests/slurm/cluster.sh,
-# design §9): a 2-node Slurm 22.05 cluster of network namespaces starts, runs
+# t0009-slurm-cluster: the multi-node test bed itself (tests/slurm/cluster.sh):
+# a 2-node Slurm 22.05 cluster of network namespaces starts, runs
 # srun steps on both nodes with PMIx ranks, runs an Open MPI program across
 # the nodes (the peer for later comparisons), survives the crash of a node's
 # processes, and stops without leaving a namespace, bridge or daemon behind.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0010-spank: the Slurm plugin spank_ddl.so (first part of issue 4) on the
+# t0010-spank: the Slurm plugin spank_ddl.so on the
 # 2-node namespace cluster (tests/slurm/cluster.sh): its --ddl* options in
 # `srun --help`, a bad option value refused by srun before the step starts,
 # the DDL_* variables in the tasks of a --ddl step on both nodes, nothing

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0013-torch: an unmodified PyTorch program under ddlrun (issue 4):
+# t0013-torch: an unmodified PyTorch program under ddlrun:
 # examples/torch/ddp_check.py forms a gloo process group with
 # init_method=env:// from the variables ddlrun sets, trains a small MLP in
 # DistributedDataParallel on different data per rank, and each rank prints

@@ -8,8 +8,8 @@
 #
 # Open MPI is held to TCP over the nodes' eth0 (pml ob1, btl self,tcp), so
 # that the data crosses the veths whatever Open MPI would pick by itself: the
-# nodes share one kernel and UCX could reach peers through shared memory
-# (design §9).  Open MPI 4.1.4 on Debian 12 picks ob1 and tcp between these
+# nodes share one kernel and UCX could reach peers through shared memory.
+# Open MPI 4.1.4 on Debian 12 picks ob1 and tcp between these
 # nodes anyway (its pml ucx wants mlx devices), so this pins, not repairs.
 # The host ends of the veths must carry at least the data that the
 # allreduce has to move off each node.

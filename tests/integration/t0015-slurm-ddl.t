@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0015-slurm-ddl: `srun --mpi=pmix --ddl` across 3 nodes (issue 4).  On a
+# t0015-slurm-ddl: `srun --mpi=pmix --ddl` across 3 nodes.  On a
 # 3-node namespace cluster (tests/slurm/cluster.sh) with spank_ddl.so loaded
 # as in t0010 (--ddl bootstraps through PMIx; the cluster's MpiDefault is
 # none), a step of 6 tasks, two per node:
@@ -7,7 +7,7 @@
 #  1. environment: ranks 0-5 once each; RANK = SLURM_PROCID = DDL_RANK,
 #     WORLD_SIZE 6, LOCAL_WORLD_SIZE 2, LOCAL_RANK 0/1 and NODE_RANK 0/1/2
 #     on n1/n2/n3, one MASTER_ADDR (n1's address) and MASTER_PORT for all,
-#     and no PMIX_* variable in any worker (design §3);
+#     and no PMIX_* variable in any worker (a worker is never a PMIx client);
 #  2. ddl-bench allreduce (auto, ring, rd) with UCX held to TCP
 #     (UCX_TLS=tcp,self, which libddl honours), so that the data crosses the
 #     veths: exit 0, one table, #wrong 0 on every row, the veths carry it;

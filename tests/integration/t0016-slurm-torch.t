@@ -1,6 +1,6 @@
 #!/bin/sh
-# t0016-slurm-torch: an unmodified PyTorch program under `srun --ddl`
-# (issue 4).  On the 2-node namespace cluster (tests/slurm/cluster.sh) with
+# t0016-slurm-torch: an unmodified PyTorch program under `srun --ddl`.
+# On the 2-node namespace cluster (tests/slurm/cluster.sh) with
 # spank_ddl.so loaded, `srun --mpi=pmix -N2 -n4 --ddl python3 ddp_check.py`
 # (--ddl bootstraps through PMIx; the cluster's MpiDefault is none) forms a
 # gloo process group with init_method=env:// from the variables ddl-launch

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0018-restart: ddlrun --restarts (issue 6, the single-machine part): a
+# t0018-restart: ddlrun --restarts on one machine: a
 # worker killed with SIGKILL mid-training, or stopped with SIGSTOP (found
 # by --hang-timeout), costs a restart from the last committed checkpoint,
 # and the final weights are bit-identical to a run without failure; the

@@ -1,6 +1,6 @@
 #!/bin/sh
 # t0019-slurm-recovery: failures under `srun --ddl` on the 3-node namespace
-# cluster (issue 6): fmnist-train with checkpoints, 2 tasks per node, each
+# cluster: fmnist-train with checkpoints, 2 tasks per node, each
 # scenario started fresh, the data over TCP (UCX_TLS=tcp,self) and one
 # allreduce algorithm (ring), so that the final weights are bit-identical
 # whenever the world is the same:

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0020-ddlrun-emulate: `ddlrun --emulate` (issue 6): one ddl-agent per
+# t0020-ddlrun-emulate: `ddlrun --emulate`: one ddl-agent per
 # emulated node, each node a process group (its agent, its ddl-launch tasks
 # and their workers), supervised by the agents as under `srun --ddl`; so
 # the node-loss scenarios of t0019 run here without Slurm or root.

@@ -1,6 +1,6 @@
 #!/bin/sh
 # cluster.sh: a real multi-node Slurm 22.05 cluster on one host, for ddl's
-# integration tests (design §9).  Each node is a network namespace on a
+# integration tests.  Each node is a network namespace on a
 # private bridge, with its own hostname, /tmp and spool; slurmctld runs on the
 # host; one munged is shared.  Debian's slurm-wlm packages, as root.
 #

@@ -24,11 +24,144 @@ struct bad_case {
     const char *needle; /* must appear in the message */
 };
 
+/* try: ddlrun [--emulate --nodes 2] OPT VALUE -n 2 prog; the message in err. */
+static ddlrun_args_result_t try(const char *opt, const char *value, int emulate,
+                                ddlrun_opts_t *o, ddl_error_t *err)
+{
+    char *argv[10] = {"ddlrun"};
+    int argc = 1;
+    if (emulate) {
+        argv[argc++] = "--emulate";
+        argv[argc++] = "--nodes";
+        argv[argc++] = "2";
+    }
+    argv[argc++] = (char *)opt;
+    argv[argc++] = (char *)value;
+    argv[argc++] = "-n";
+    argv[argc++] = "2";
+    argv[argc++] = "prog";
+    err->text[0] = '\0';
+    return ddlrun_parse_args(argc, argv, o, err);
+}
+
+/* boundary: OPT accepts lo and hi (giving the values want_lo and want_hi
+ * in the field read by get) and refuses below and above, with a message
+ * naming the range as ddl_limits.h gives it. */
+static void boundary(const char *opt, int emulate, const char *below, const char *lo, long want_lo,
+                     const char *hi, long want_hi, const char *above, const char *range,
+                     long (*get)(const ddlrun_opts_t *))
+{
+    ddlrun_opts_t o;
+    ddl_error_t err;
+    ok(try(opt, lo, emulate, &o, &err) == DDLRUN_ARGS_RUN && get(&o) == want_lo,
+       "%s %s (the smallest) is accepted", opt, lo);
+    if (err.text[0])
+        diag("message: %s", err.text);
+    ok(try(opt, hi, emulate, &o, &err) == DDLRUN_ARGS_RUN && get(&o) == want_hi,
+       "%s %s (the largest) is accepted", opt, hi);
+    if (err.text[0])
+        diag("message: %s", err.text);
+    if (below) {
+        ok(try(opt, below, emulate, &o, &err) == DDLRUN_ARGS_ERROR && strstr(err.text, range),
+           "%s %s is refused, naming %s", opt, below, range);
+        if (!strstr(err.text, range))
+            diag("message: %s", err.text);
+    }
+    ok(try(opt, above, emulate, &o, &err) == DDLRUN_ARGS_ERROR && strstr(err.text, range),
+       "%s %s is refused, naming %s", opt, above, range);
+    if (!strstr(err.text, range))
+        diag("message: %s", err.text);
+}
+
+static long get_restarts(const ddlrun_opts_t *o) { return o->restarts; }
+static long get_crash_loop(const ddlrun_opts_t *o) { return o->crash_loop; }
+static long get_grace(const ddlrun_opts_t *o) { return o->grace_ms; }
+static long get_hang(const ddlrun_opts_t *o) { return o->hang_ms; }
+static long get_node_timeout(const ddlrun_opts_t *o) { return o->node_timeout_ms; }
+static long get_spares(const ddlrun_opts_t *o) { return o->spares; }
+static long get_min_nodes(const ddlrun_opts_t *o) { return o->min_nodes; }
+
+/* The limits of common/ddl_limits.h, in the parser and in --help. */
+static void test_limits(void)
+{
+    char s1[32], s2[32], range[64], want[128];
+    ddlrun_opts_t o;
+    ddl_error_t err;
+
+    snprintf(s1, sizeof s1, "%d", DDL_MAX_RESTARTS);
+    snprintf(s2, sizeof s2, "%d", DDL_MAX_RESTARTS + 1);
+    snprintf(range, sizeof range, "(0-%d)", DDL_MAX_RESTARTS);
+    boundary("--restarts", 0, "-1", "0", 0, s1, DDL_MAX_RESTARTS, s2, range, get_restarts);
+    snprintf(range, sizeof range, "(1-%d)", DDL_MAX_RESTARTS);
+    boundary("--crash-loop", 0, "0", "1", 1, s1, DDL_MAX_RESTARTS, s2, range, get_crash_loop);
+
+    snprintf(s1, sizeof s1, "%g", DDL_GRACE_MAX_MS / 1000.0);
+    snprintf(s2, sizeof s2, "%.3f", DDL_GRACE_MAX_MS / 1000.0 + 0.001);
+    snprintf(range, sizeof range, "(0-%g)", DDL_GRACE_MAX_MS / 1000.0);
+    boundary("--grace", 0, NULL, "0", 0, s1, DDL_GRACE_MAX_MS, s2, range, get_grace);
+
+    char lo[32], below[32];
+    snprintf(lo, sizeof lo, "%g", DDL_HANG_TIMEOUT_MIN_MS / 1000.0);
+    snprintf(below, sizeof below, "%.3f", (DDL_HANG_TIMEOUT_MIN_MS - 1) / 1000.0);
+    snprintf(s1, sizeof s1, "%d", DDL_HANG_TIMEOUT_MAX_S);
+    snprintf(s2, sizeof s2, "%d.001", DDL_HANG_TIMEOUT_MAX_S);
+    snprintf(range, sizeof range, "(%g-%d)", DDL_HANG_TIMEOUT_MIN_MS / 1000.0,
+             DDL_HANG_TIMEOUT_MAX_S);
+    boundary("--hang-timeout", 0, below, lo, DDL_HANG_TIMEOUT_MIN_MS, s1,
+             DDL_HANG_TIMEOUT_MAX_S * 1000L, s2, range, get_hang);
+
+    snprintf(lo, sizeof lo, "%g", DDL_NODE_TIMEOUT_MIN_MS / 1000.0);
+    snprintf(below, sizeof below, "%.3f", (DDL_NODE_TIMEOUT_MIN_MS - 1) / 1000.0);
+    snprintf(s1, sizeof s1, "%g", DDL_NODE_TIMEOUT_MAX_MS / 1000.0);
+    snprintf(s2, sizeof s2, "%.3f", (DDL_NODE_TIMEOUT_MAX_MS + 1) / 1000.0);
+    snprintf(range, sizeof range, "(%g-%g)", DDL_NODE_TIMEOUT_MIN_MS / 1000.0,
+             DDL_NODE_TIMEOUT_MAX_MS / 1000.0);
+    boundary("--node-timeout", 1, below, lo, DDL_NODE_TIMEOUT_MIN_MS, s1, DDL_NODE_TIMEOUT_MAX_MS,
+             s2, range, get_node_timeout);
+
+    /* spares: as many waiting tasks as DDLRUN_MAX_RANKS leaves; the range
+     * itself is ddl's node limit */
+    snprintf(s1, sizeof s1, "%d", DDLRUN_MAX_RANKS - 2);
+    snprintf(s2, sizeof s2, "%d", DDL_MAX_NODES + 1);
+    snprintf(range, sizeof range, "(0-%d)", DDL_MAX_NODES);
+    boundary("--spares", 1, "-1", "0", 0, s1, DDLRUN_MAX_RANKS - 2, s2, range, get_spares);
+    snprintf(s1, sizeof s1, "%d", DDL_MAX_NODES);
+    ok(try("--spares", s1, 1, &o, &err) == DDLRUN_ARGS_ERROR && strstr(err.text, "tasks"),
+       "--spares %s is a number of nodes but more tasks than ddlrun starts", s1);
+    boundary("--min-nodes", 1, "-1", "0", 0, "2", 2, s2, range, get_min_nodes);
+    ok(try("--min-nodes", s1, 1, &o, &err) == DDLRUN_ARGS_ERROR &&
+           strstr(err.text, "more than the 2 nodes"),
+       "--min-nodes %s is a number of nodes but more than the step has", s1);
+
+    /* --help states the same numbers */
+    snprintf(want, sizeof want, "(0-%d, default 0)", DDL_MAX_RESTARTS);
+    ok(strstr(ddlrun_usage, want) != NULL, "--help: --restarts %s", want);
+    snprintf(want, sizeof want, "(1-%d, default %d)", DDL_MAX_RESTARTS, DDL_DEFAULT_CRASH_LOOP);
+    ok(strstr(ddlrun_usage, want) != NULL, "--help: --crash-loop %s", want);
+    snprintf(want, sizeof want, "(0-%g, default %g)", DDL_GRACE_MAX_MS / 1000.0,
+             DDL_GRACE_DEFAULT_MS / 1000.0);
+    ok(strstr(ddlrun_usage, want) != NULL, "--help: --grace %s", want);
+    snprintf(want, sizeof want, "(%g-%d; default: off)", DDL_HANG_TIMEOUT_MIN_MS / 1000.0,
+             DDL_HANG_TIMEOUT_MAX_S);
+    ok(strstr(ddlrun_usage, want) != NULL, "--help: --hang-timeout %s", want);
+    snprintf(want, sizeof want, "(%g-%g,\n                     default %g)",
+             DDL_NODE_TIMEOUT_MIN_MS / 1000.0, DDL_NODE_TIMEOUT_MAX_MS / 1000.0,
+             DDL_NODE_TIMEOUT_DEFAULT_MS / 1000.0);
+    ok(strstr(ddlrun_usage, want) != NULL, "--help: --node-timeout's range and default");
+    snprintf(want, sizeof want, "ranks (0-%d, default 0;", DDL_MAX_NODES);
+    ok(strstr(ddlrun_usage, want) != NULL, "--help: --spares %s", want);
+    snprintf(want, sizeof want, "down to M nodes (0-%d,", DDL_MAX_NODES);
+    ok(strstr(ddlrun_usage, want) != NULL, "--help: --min-nodes %s", want);
+    snprintf(want, sizeof want, "together at most %d)", DDLRUN_MAX_RANKS);
+    ok(strstr(ddlrun_usage, want) != NULL, "--help: --spares %s", want);
+}
+
 int main(void)
 {
     ddlrun_opts_t o;
     ddl_error_t err;
     plan(NO_PLAN);
+    test_limits();
 
     char **v = ARGV("-n", "4", "./train", "--epochs", "3");
     ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN, "-n 4 ./train --epochs 3 parses");
@@ -36,10 +169,10 @@ int main(void)
     is(o.prog_argc, 3, "program gets 3 words");
     is_str(o.prog_argv[0], "./train", "program is ./train");
     is_str(o.prog_argv[1], "--epochs", "the program's own options are left alone");
-    is(o.grace_ms, DDLRUN_DEFAULT_GRACE_MS, "grace defaults to 5 s");
+    is(o.grace_ms, DDL_GRACE_DEFAULT_MS, "grace defaults to 5 s");
     ok(!o.label && !o.verbose, "label and verbose are off by default");
     ok(o.bind == DDLRUN_BIND_AUTO && o.bind_list == NULL, "--bind defaults to auto");
-    ok(o.restarts == 0 && o.crash_loop == DDLRUN_DEFAULT_CRASH_LOOP && o.ckpt_dir == NULL,
+    ok(o.restarts == 0 && o.crash_loop == DDL_DEFAULT_CRASH_LOOP && o.ckpt_dir == NULL,
        "no restarts, crash loop after 3, no checkpoint directory by default");
 
     v = ARGV("--restarts", "100", "--crash-loop", "1", "--checkpoint-dir", "/ck", "-n", "2", "p");
@@ -132,7 +265,8 @@ int main(void)
         {{"--spares", "1", "-n", "2", "prog"}, "--spares needs --emulate"},
         {{"--min-nodes", "1", "-n", "2", "prog"}, "--min-nodes needs --emulate"},
         {{"--node-timeout", "1", "-n", "2", "prog"}, "--node-timeout needs --emulate"},
-        {{"--spares", "65", "-n", "2", "prog"}, "--spares: '65' is not a number of nodes (0-64)"},
+        {{"--spares", "65537", "-n", "2", "prog"},
+         "--spares: '65537' is not a number of nodes (0-65536)"},
         {{"--node-timeout", "0.1", "-n", "2", "prog"},
          "--node-timeout: '0.1' is not a number of seconds (0.2-600)"},
         {{"--emulate", "--min-nodes", "2", "-n", "2", "prog"},

@@ -807,6 +807,12 @@ static void test_fail_summary(void)
        "summary: escaped text, exit code, checkpoint step, detection time");
     if (!strstr(buf, "\"exit_code\": 93"))
         diag("%s", buf);
+    is_str(buf,
+           "{\"step\": \"7.0\", \"generation\": 2, \"rank\": -1, \"node\": 3, \"host\": \"n\\\"4\", "
+           "\"class\": \"node-lost\", \"exit_status\": -1, \"signal\": 0, \"description\": "
+           "\"its agent was silent\\u0009for 2.0 s\", \"decision\": \"stop\", \"exit_code\": 93, "
+           "\"checkpoint_step\": 40, \"restarts_left\": 1, \"detected_unix_ms\": 1234}\n",
+           "summary: the whole file, byte for byte");
     snprintf(buf, sizeof buf, "%s/failure-gen2.json.tmp", path);
     ok(access(buf, F_OK) != 0, "no temporary file left");
     snprintf(buf, sizeof buf, "rm -rf '%s'", dir);

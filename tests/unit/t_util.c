@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "beat.h"
 #include "log.h"
 #include "sock.h"
 #include "util.h"
@@ -183,10 +185,77 @@ static void test_cpulists(void)
     ok(ddl_bind_check("Auto", &err) == -1, "policies are case-sensitive");
 }
 
+/* ddl_json_str: quotes, backslashes and control characters escaped, other
+ * bytes as they are, NULL as "". */
+static void test_json_str(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        BAIL_OUT("open_memstream: %s", strerror(errno));
+    ddl_json_str(f, "a\"b\\c\n\t\x01\x1f\x7f \xc3\xa9/");
+    fputc(' ', f);
+    ddl_json_str(f, NULL);
+    fputc(' ', f);
+    ddl_json_str(f, "");
+    fclose(f);
+    is_str(buf, "\"a\\\"b\\\\c\\u000a\\u0009\\u0001\\u001f\x7f \xc3\xa9/\" \"\" \"\"",
+           "ddl_json_str: escapes '\"', '\\\\' and controls; NULL and \"\" are empty strings");
+    free(buf);
+}
+
+/* ddl_beat_channel_open: the inherited pipe, else the FIFO, else nothing. */
+static void test_beat_channel(void)
+{
+    int p[2], owned = -1, fd;
+    char fdtext[16], dir[] = "/tmp/t_util_beat.XXXXXX", fifo[64];
+    if (pipe(p) < 0 || !mkdtemp(dir))
+        BAIL_OUT("pipe/mkdtemp: %s", strerror(errno));
+    snprintf(fifo, sizeof fifo, "%s/beat", dir);
+    if (mkfifo(fifo, 0600) < 0)
+        BAIL_OUT("mkfifo: %s", strerror(errno));
+    int reader = open(fifo, O_RDONLY | O_NONBLOCK); /* so that opening for writing succeeds */
+    unsetenv("DDL_HEARTBEAT_PATH");
+    snprintf(fdtext, sizeof fdtext, "%d", p[1]);
+    setenv("DDL_HEARTBEAT_FD", fdtext, 1);
+    fd = ddl_beat_channel_open(&owned);
+    ok(fd == p[1] && owned == 0, "DDL_HEARTBEAT_FD: the inherited pipe, not owned");
+    ok(fd >= 0 && (fcntl(fd, F_GETFL) & O_NONBLOCK), "... made non-blocking");
+    setenv("DDL_HEARTBEAT_FD", "2", 1);
+    errno = 0;
+    ok(ddl_beat_channel_open(&owned) < 0 && errno == ENOENT, "descriptor 2 is not a channel");
+    setenv("DDL_HEARTBEAT_FD", "1048577", 1);
+    ok(ddl_beat_channel_open(&owned) < 0 && errno == ENOENT, "descriptor 2^20+1 is not a channel");
+    close(p[0]);
+    close(p[1]);
+    setenv("DDL_HEARTBEAT_FD", fdtext, 1);
+    ok(ddl_beat_channel_open(&owned) < 0 && errno == ENOENT, "a closed descriptor is not a channel");
+    setenv("DDL_HEARTBEAT_PATH", fifo, 1);
+    fd = ddl_beat_channel_open(&owned);
+    ok(fd >= 0 && owned == 1, "else the FIFO in DDL_HEARTBEAT_PATH, owned");
+    ok(fd >= 0 && (fcntl(fd, F_GETFL) & O_NONBLOCK) && (fcntl(fd, F_GETFD) & FD_CLOEXEC) &&
+           (fcntl(fd, F_GETFL) & O_ACCMODE) == O_WRONLY,
+       "... write-only, non-blocking, close-on-exec");
+    if (fd >= 0)
+        close(fd);
+    if (reader >= 0)
+        close(reader);
+    unlink(fifo);
+    errno = 0;
+    ok(ddl_beat_channel_open(&owned) < 0 && errno == ENOENT, "a FIFO that is gone: ENOENT");
+    unsetenv("DDL_HEARTBEAT_FD");
+    unsetenv("DDL_HEARTBEAT_PATH");
+    ok(ddl_beat_channel_open(&owned) < 0 && errno == ENOENT, "no variable: ENOENT");
+    rmdir(dir);
+}
+
 int main(void)
 {
     plan(NO_PLAN);
     test_cpulists();
+    test_json_str();
+    test_beat_channel();
     test_parse();
     test_wait_status();
     test_runtime_dir();
