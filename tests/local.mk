@@ -123,3 +123,10 @@ tests/integration/t0016-slurm-torch.log: tests/integration/t0015-slurm-ddl.log
 INTEGRATION_TESTS += tests/integration/t0019-slurm-recovery.t
 tests/integration/t0019-slurm-recovery.log: tests/integration/t0016-slurm-torch.log
 EXTRA_DIST += tests/slurm/lib-cluster.sh
+
+# Files and directories another user could redirect: checkpoints, failure
+# summaries, the runtime directory, `ddl-agent status` (docs/security.md).
+check_PROGRAMS += tests/helpers/fake-agent
+tests_helpers_fake_agent_SOURCES = tests/helpers/fake-agent.c
+tests_helpers_fake_agent_LDADD = common/libddlcommon.la
+INTEGRATION_TESTS += tests/integration/t0021-file-safety.t
