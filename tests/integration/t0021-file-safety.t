@@ -64,6 +64,7 @@ as $ATT mkdir -m 700 "/tmp/ddl-$VUID"
 as $VIC "$DDLRUN" -n 1 true >"$T_TMP/dos.out" 2>&1
 t_status $? 0 "ddlrun runs although another user took /tmp/ddl-$VUID" "$T_TMP/dos.out"
 as $VIC "$DDLRUN" -n 1 sleep 4 >/dev/null 2>&1 &
+vpid=$!
 i=0
 while [ $i -lt 30 ]; do
     as $VIC "$DDL_AGENT" status >"$T_TMP/st.out" 2>&1 && grep -q "^step local-" "$T_TMP/st.out" &&
@@ -72,7 +73,7 @@ while [ $i -lt 30 ]; do
     i=$((i + 1))
 done
 t_like "$T_TMP/st.out" "^step local-" "the victim's ddl-agent status finds its step"
-wait
+wait $vpid
 t_is "$(stat -c %U /tmp/ddl-"$VUID".* 2>/dev/null | sort -u)" "$VIC" \
     "... in a private /tmp/ddl-$VUID.XXXXXX of its own"
 
@@ -81,8 +82,12 @@ RT="$T_TMP/rt"
 mkdir -m 1777 "$RT"
 mkdir -m 700 "$T_TMP/rootsock"
 "$FAKE_AGENT" "$T_TMP/rootsock/r.sock" "$T_TMP/root.log" >"$T_TMP/fa0" 2>&1 &
+fa0=$!
 as $ATT mkdir -m 700 "$RT/ddl-$AUID"
-as $ATT "$FAKE_AGENT" "$RT/ddl-$AUID/evil.sock" /dev/null >"$T_TMP/fa1" 2>&1 &
+setpriv --reuid=$ATT --regid="$(id -g $ATT)" --clear-groups -- \
+    "$FAKE_AGENT" "$RT/ddl-$AUID/evil.sock" /dev/null >"$T_TMP/fa1" 2>&1 &
+fa1=$! # setpriv execs: the fake agent's pid
+trap 'kill $fa0 $fa1 2>/dev/null; cleanup_tmp; t_cleanup' EXIT
 for n in ddl-link ddl-0 ddl-$AUID.x; do as $ATT ln -s "$T_TMP/rootsock" "$RT/$n"; done
 i=0
 until grep -q ready "$T_TMP/fa0" && grep -q ready "$T_TMP/fa1" || [ $i -ge 50 ]; do
@@ -96,6 +101,4 @@ t_is "$(grep -c "$(printf '\033')" "$T_TMP/root.out")" 0 \
 t_like "$T_TMP/root.out" 'x1b]0;owned' "... but shows it escaped"
 t_is "$(cat "$T_TMP/root.log" 2>/dev/null)" "" \
     "root's ddl-agent status did not follow the ddl-link to another root socket"
-kill %2 %3 2>/dev/null
-pkill -KILL -u $ATT -x lt-fake-agent 2>/dev/null
 t_done
