@@ -1,11 +1,16 @@
 /* status.c: `ddl-agent status`, the client that asks each ddl-agent on this
  * node to describe its step and prints the answer as a table or JSON.
- * Agents are found by their sockets in the per-user runtime directory
- * (every user's directory when run as root). */
+ * Agents are found by their sockets in the per-user runtime directories
+ * (every user's when run as root; util.h).  Nothing an agent sends is
+ * trusted: every string is escaped before it is printed, a directory is
+ * used only if it is a real directory owned by the uid it belongs to, and a
+ * socket only if it is a socket (no link) of that uid, connected to through
+ * the descriptor that was checked, whose peer runs as that uid. */
 #include "config.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +24,35 @@
 #include "sock.h"
 
 #define STATUS_TIMEOUT_MS 5000
+
+/* Rotating buffers for esc(): one printf may show several strings. */
+#define ESC_BUFS 8
+#define ESC_LEN 1024
+
+/* esc: s for a terminal: printable ASCII as it is, a backslash doubled and
+ * every other byte (control characters, ESC, DEL, bytes of 0x80 and above)
+ * as \xHH, cut at about ESC_LEN bytes.  Returns one of ESC_BUFS static
+ * buffers (the status client is single-threaded). */
+static const char *esc(const char *s)
+{
+    static char bufs[ESC_BUFS][ESC_LEN];
+    static unsigned next;
+    char *b = bufs[next++ % ESC_BUFS];
+    size_t n = 0;
+    for (; s && *s && n + 5 < ESC_LEN; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\\') {
+            b[n++] = '\\';
+            b[n++] = '\\';
+        } else if (c >= 0x20 && c < 0x7f)
+            b[n++] = (char)c;
+        else
+            n += (size_t)snprintf(b + n, ESC_LEN - n, "\\x%02x", c);
+    }
+    b[n] = '\0';
+    return b;
+}
+
 
 /* fmt_age: "0.4s", "12s", "-" (never). */
 static const char *fmt_age(uint32_t ms, char *buf, size_t len)
@@ -111,17 +145,17 @@ static void print_step(const ddl_msg_t *m, const char *path, int json, int first
     }
     if (!first)
         printf("\n");
-    printf("step %s: %u rank%s on %u node%s, generation %u\n", s->step, s->size,
+    printf("step %s: %u rank%s on %u node%s, generation %u\n", esc(s->step), s->size,
            s->size == 1 ? "" : "s", s->nnodes, s->nnodes == 1 ? "" : "s", s->gen);
-    printf("  this node: %s (node %u%s), agent pid %d, %s\n", s->host ? s->host : "?",
-           s->node_id, s->leader && s->nnodes > 1 ? ", leader" : "", s->agent_pid, path);
+    printf("  this node: %s (node %u%s), agent pid %d, %s\n", s->host ? esc(s->host) : "?",
+           s->node_id, s->leader && s->nnodes > 1 ? ", leader" : "", s->agent_pid, esc(path));
     if (s->ckpt_step >= 0)
         printf("  checkpoint: step %lld, committed %s ago, in %s\n", (long long)s->ckpt_step,
-               fmt_age(s->ckpt_age_ms, age, sizeof age), s->ckpt_dir);
+               fmt_age(s->ckpt_age_ms, age, sizeof age), esc(s->ckpt_dir));
     else if (s->ckpt_dir && *s->ckpt_dir)
-        printf("  checkpoint: none committed yet in %s\n", s->ckpt_dir);
+        printf("  checkpoint: none committed yet in %s\n", esc(s->ckpt_dir));
     if (s->last_failure)
-        printf("  last failure: %s\n", s->last_failure);
+        printf("  last failure: %s\n", esc(s->last_failure));
     printf("  %-5s %-8s %-8s %-8s %-12s %-13s %-8s %-4s %-6s %s\n", "RANK", "STATE", "PID",
            "WORKER", "CPUS", "GPU", "NIC", "RST", "HEARD", "EXIT");
     for (uint32_t i = 0; i < s->nranks; i++) {
@@ -130,8 +164,8 @@ static void print_step(const ddl_msg_t *m, const char *path, int json, int first
         if (r->state == DDL_RANK_EXITED || r->state == DDL_RANK_FAILED)
             ddl_describe_wait_status(r->wstatus, exit_text, sizeof exit_text);
         printf("  %-5u %-8s %-8d %-8d %-12s %-13s %-8s %-4u %-6s %s\n", r->rank,
-               ddl_rank_state_str(r->state), r->pid, r->wpid, r->cpus[0] ? r->cpus : "-",
-               r->gpu[0] ? r->gpu : "-", r->nic[0] ? r->nic : "-", r->restarts,
+               ddl_rank_state_str(r->state), r->pid, r->wpid, r->cpus[0] ? esc(r->cpus) : "-",
+               r->gpu[0] ? esc(r->gpu) : "-", r->nic[0] ? esc(r->nic) : "-", r->restarts,
                fmt_age(r->heard_ms, age, sizeof age), exit_text);
     }
     if (s->npeers == 0)
@@ -139,32 +173,53 @@ static void print_step(const ddl_msg_t *m, const char *path, int json, int first
     printf("  %-5s %-12s %-21s %-6s %s\n", "NODE", "HOST", "ADDRESS", "LINK", "HEARD");
     for (uint32_t i = 0; i < s->npeers; i++) {
         const ddl_peer_info_t *p = &s->peers[i];
-        printf("  %-5u %-12s %-21s %-6s %s\n", p->node_id, p->host[0] ? p->host : "?",
-               p->addr[0] ? p->addr : "-", ddl_peer_state_str(p->state),
+        printf("  %-5u %-12s %-21s %-6s %s\n", p->node_id, p->host[0] ? esc(p->host) : "?",
+               p->addr[0] ? esc(p->addr) : "-", ddl_peer_state_str(p->state),
                fmt_age(p->heard_ms, age, sizeof age));
     }
 }
 
+/* An agent's socket: its path, and for a discovered one the O_PATH
+ * descriptor that was checked and the uid the agent must run as. */
+typedef struct {
+    char *path;
+    int pfd;   /* -1: given with --socket, connect by path */
+    uid_t uid;
+} sock_t;
+
 /* query: 0 printed, -1 failed (message logged). */
-static int query(const char *path, int json, int first)
+static int query(const sock_t *so, int json, int first)
 {
     ddl_error_t err;
     ddl_msg_t m;
-    int fd = ddl_sock_connect(path, 0, &err);
+    char via[64];
+    const char *path = so->path;
+    /* through the checked descriptor: a link put in its place later is
+     * not followed */
+    if (so->pfd >= 0)
+        snprintf(via, sizeof via, "/proc/self/fd/%d", so->pfd);
+    int fd = ddl_sock_connect(so->pfd >= 0 ? via : path, 0, &err);
     if (fd < 0) {
-        ddl_error("%s", err.text);
+        ddl_error("cannot connect to %s: %s", esc(path), esc(err.text));
+        return -1;
+    }
+    uid_t peer;
+    if (so->pfd >= 0 && (ddl_sock_peer(fd, NULL, &peer, NULL) < 0 || peer != so->uid)) {
+        ddl_error("the agent at %s does not run as uid %u, the owner of its directory: "
+                  "ignored", esc(path), (unsigned)so->uid);
+        close(fd);
         return -1;
     }
     ddl_msg_t req = {.type = DDL_MSG_STATUS_REQ};
     /* A refusing agent answers and closes at once, so the request may not
      * go through: read the answer all the same. */
     if (ddl_proto_send(fd, &req) < 0 && errno != EPIPE && errno != ECONNRESET) {
-        ddl_error("cannot send to %s: %m", path);
+        ddl_error("cannot send to %s: %m", esc(path));
         close(fd);
         return -1;
     }
     if (ddl_proto_recv(fd, &m, STATUS_TIMEOUT_MS, &err) < 0) {
-        ddl_error("no answer from the agent at %s: %s", path, err.text);
+        ddl_error("no answer from the agent at %s: %s", esc(path), esc(err.text));
         close(fd);
         return -1;
     }
@@ -173,10 +228,10 @@ static int query(const char *path, int json, int first)
     if (m.type == DDL_MSG_STATUS)
         print_step(&m, path, json, first);
     else if (m.type == DDL_MSG_ERROR) {
-        ddl_error("agent at %s refused: %s", path, m.u.error.text);
+        ddl_error("agent at %s refused: %s", esc(path), esc(m.u.error.text));
         rc = -1;
     } else {
-        ddl_error("agent at %s answered with an unexpected %s message", path,
+        ddl_error("agent at %s answered with an unexpected %s message", esc(path),
                   ddl_msg_type_str(m.type));
         rc = -1;
     }
@@ -184,83 +239,97 @@ static int query(const char *path, int json, int first)
     return rc;
 }
 
-/* collect: append the *.sock files of dir to list. */
-static void collect(const char *dir, char ***list, size_t *n)
+typedef struct {
+    sock_t *list;
+    size_t n;
+} socks_t;
+
+/* collect: append the *.sock sockets of dir (a private directory of owner,
+ * checked again through its descriptor) that owner owns and that are no
+ * links. */
+static void collect(void *ctx, const char *dir, uid_t owner)
 {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    if (!d)
+    socks_t *ss = ctx;
+    struct stat st;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
         return;
-    while ((e = readdir(d))) {
+    if (fstat(dfd, &st) < 0 || st.st_uid != owner || (st.st_mode & 0077)) {
+        close(dfd);
+        return;
+    }
+    int lfd = dup(dfd);
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+    struct dirent *e;
+    if (!d && lfd >= 0)
+        close(lfd);
+    while (d && (e = readdir(d))) {
         size_t len = strlen(e->d_name);
         if (len < 6 || strcmp(e->d_name + len - 5, ".sock") != 0)
             continue;
-        char **nl = realloc(*list, (*n + 1) * sizeof *nl);
-        if (!nl)
-            break;
-        *list = nl;
-        if (asprintf(&nl[*n], "%s/%s", dir, e->d_name) >= 0)
-            (*n)++;
+        int pfd = openat(dfd, e->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (pfd < 0)
+            continue;
+        sock_t *nl = NULL;
+        if (fstat(pfd, &st) < 0 || !S_ISSOCK(st.st_mode) || st.st_uid != owner ||
+            !(nl = realloc(ss->list, (ss->n + 1) * sizeof *nl))) {
+            close(pfd);
+            continue;
+        }
+        ss->list = nl;
+        if (asprintf(&nl[ss->n].path, "%s/%s", dir, e->d_name) < 0) {
+            close(pfd);
+            continue;
+        }
+        nl[ss->n].pfd = pfd;
+        nl[ss->n].uid = owner;
+        ss->n++;
     }
-    closedir(d);
+    if (d)
+        closedir(d);
+    close(dfd);
 }
 
-static int cmp_str(const void *a, const void *b)
+static int cmp_sock(const void *a, const void *b)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    return strcmp(((const sock_t *)a)->path, ((const sock_t *)b)->path);
 }
 
 int ddl_agent_status(const char *path, int json)
 {
-    char **list = NULL;
-    size_t n = 0;
+    socks_t ss = {NULL, 0};
     int failed = 0;
-    char dir[512];
-    ddl_error_t err;
 
     if (path) {
-        list = malloc(sizeof *list);
-        if (!list || !(list[0] = strdup(path))) {
-            free(list);
+        ss.list = malloc(sizeof *ss.list);
+        if (!ss.list || !(ss.list[0].path = strdup(path))) {
+            free(ss.list);
             ddl_error("out of memory");
             return 1;
         }
-        n = 1;
-    } else if (getuid() == 0) {
+        ss.list[0].pfd = -1;
+        ss.n = 1;
+    } else {
         /* root sees every user's steps */
-        const char *base = getenv("DDL_RUNTIME_DIR");
-        base = base && *base ? base : "/tmp";
-        DIR *d = opendir(base);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (strncmp(e->d_name, "ddl-", 4) != 0)
-                continue;
-            snprintf(dir, sizeof dir, "%s/%s", base, e->d_name);
-            collect(dir, &list, &n);
-        }
-        if (d)
-            closedir(d);
-    } else if (ddl_runtime_dir(getuid(), 0, dir, sizeof dir, &err) == 0) {
-        collect(dir, &list, &n);
-    } else if (errno != ENOENT) {
-        ddl_error("%s", err.text); /* a directory that is not private: say so */
-        return 1;
+        ddl_runtime_dirs(getuid() == 0 ? (uid_t)-1 : getuid(), collect, &ss);
     }
-    if (n > 1)
-        qsort(list, n, sizeof *list, cmp_str);
+    if (ss.n > 1)
+        qsort(ss.list, ss.n, sizeof *ss.list, cmp_sock);
     if (json)
         printf("[");
-    else if (n == 0)
+    else if (ss.n == 0)
         printf("no ddl steps are running on this node\n");
     int printed = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (query(list[i], json, printed == 0) < 0)
+    for (size_t i = 0; i < ss.n; i++) {
+        if (query(&ss.list[i], json, printed == 0) < 0)
             failed = 1;
         else
             printed++;
-        free(list[i]);
+        free(ss.list[i].path);
+        if (ss.list[i].pfd >= 0)
+            close(ss.list[i].pfd);
     }
-    free(list);
+    free(ss.list);
     if (json)
         printf("]\n");
     fflush(stdout);

@@ -14,6 +14,11 @@
  * MANIFEST (text): "ddl-checkpoint 1", "step S", "world N", one
  * "shard R SIZE 0xCRC" line per rank, and "crc32c 0xC" over the lines
  * before it.  latest (text): the step number and a newline.
+ *
+ * Every rank opens DIR once (ddl_dir_open: owned by the user, writable by
+ * nobody else) and works relative to that descriptor with O_NOFOLLOW:
+ * directories are made 0700, files 0600, temporary files get unpredictable
+ * names, and cleanup never follows a symbolic link.
  */
 #include "config.h"
 
@@ -32,6 +37,7 @@
 #include "crc32c.h"
 #include "ddl_int.h"
 #include "log.h"
+#include "safefile.h"
 
 #define SHARD_MAGIC "DDLSHRD1"
 #define TRAIL_MAGIC "DDLTRAIL"
@@ -60,6 +66,9 @@ struct ddl_ckpt {
     char dir[PATH_MAX];
     char stepdir[PATH_MAX];
     char path[PATH_MAX]; /* this rank's shard */
+    char stepname[32];   /* step-NNNNNNNN */
+    char shardname[32];  /* rank-R.shard */
+    int dirfd, stepfd;   /* DIR and DIR/step-NNNNNNNN, or -1 */
     int fd;
     uint64_t off;  /* bytes written to the shard */
     uint32_t crc;  /* running shard CRC */
@@ -217,45 +226,6 @@ static int read_at(int fd, void *buf, size_t len, uint64_t off)
     return 0;
 }
 
-static int fsync_path(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    int e = errno;
-    close(fd);
-    errno = e;
-    return rc;
-}
-
-static int mkdir_p(const char *path)
-{
-    char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0777) < 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0777) < 0 && errno != EEXIST)
-        return -1;
-    struct stat sb;
-    if (stat(tmp, &sb) < 0)
-        return -1;
-    if (!S_ISDIR(sb.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
-
 static int step_path(char *buf, size_t len, const char *dir, int64_t step, const char *file)
 {
     if (strlen(dir) + (file ? strlen(file) : 0) + 32 > len)
@@ -267,15 +237,17 @@ static int step_path(char *buf, size_t len, const char *dir, int64_t step, const
     return 0;
 }
 
-/* write_file_atomic: path.tmp, fsync, rename to path, fsync the directory.
- * errors: -1 with errno and *what naming the failing step. */
-static int write_file_atomic(const char *dirpath, const char *path, const char *text,
-                             int rename_fault, const char **what)
+/* write_file_atomic: a fresh NAME.tmp.XXXXXXXXXXXX in dfd (mode 0600, no
+ * link followed), fsync, renamed to name, fsync of dfd.  errors: -1 with
+ * errno, *what naming the failing step and tmp the temporary name. */
+static int write_file_atomic(int dfd, const char *name, const char *text, int rename_fault,
+                             const char **what, char *tmp, size_t tmplen)
 {
-    char tmp[PATH_MAX + 8];
-    textf(tmp, sizeof tmp, "%s.tmp", path);
+    char prefix[64];
+    textf(prefix, sizeof prefix, "%s.tmp", name);
+    textf(tmp, tmplen, "%s", prefix);
     *what = "create";
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    int fd = ddl_tmp_openat(dfd, prefix, tmp, tmplen);
     if (fd < 0)
         return -1;
     *what = "write";
@@ -291,15 +263,15 @@ static int write_file_atomic(const char *dirpath, const char *path, const char *
         errno = EIO;
         goto fail;
     }
-    if (rename(tmp, path) < 0)
+    if (renameat(dfd, tmp, dfd, name) < 0)
         goto fail;
     *what = "fsync the directory of";
-    return fsync_path(dirpath);
+    return fsync(dfd);
 fail:;
     int e = errno;
     if (fd >= 0)
         close(fd);
-    unlink(tmp);
+    unlinkat(dfd, tmp, 0);
     errno = e;
     return -1;
 }
@@ -459,25 +431,37 @@ static void manifest_free(manifest_t *m)
 
 /* ---- cleanup ---- */
 
-static int rm_stepdir(const char *path)
+/* rm_step_at: remove name in dfd and, if it is a directory, the files in
+ * it; a symbolic link (or a stray file) is removed itself, never followed. */
+static int rm_step_at(int dfd, const char *name)
 {
-    DIR *d = opendir(path);
-    if (!d && errno == ENOTDIR)
-        return unlink(path); /* a stray file with a step directory's name */
-    if (!d)
+    struct stat sb;
+    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
         return errno == ENOENT ? 0 : -1;
+    if (!S_ISDIR(sb.st_mode))
+        return unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? -1 : 0;
+    int sfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd < 0)
+        return errno == ENOENT ? 0 : -1;
+    DIR *d = fdopendir(sfd);
+    if (!d) {
+        int e = errno;
+        close(sfd);
+        errno = e;
+        return -1;
+    }
     struct dirent *e;
     int rc = 0, err = 0;
     while ((e = readdir(d)) != NULL) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
-        if (unlinkat(dirfd(d), e->d_name, 0) < 0 && errno != ENOENT) {
+        if (unlinkat(sfd, e->d_name, 0) < 0 && errno != ENOENT) {
             rc = -1;
             err = errno;
         }
     }
     closedir(d);
-    if (rmdir(path) < 0 && errno != ENOENT) {
+    if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
         rc = -1;
         err = errno;
     }
@@ -505,35 +489,41 @@ static int64_t parse_step_name(const char *name)
     return v;
 }
 
-ddl_status_t ddl_ckpt_cleanup(const char *dir, int keep)
+/* cleanup_at: ddl_ckpt_cleanup() in the checked directory dfd (named dir in
+ * messages); never follows a symbolic link. */
+static ddl_status_t cleanup_at(int dfd, const char *dir, int keep)
 {
     int64_t latest, *kept = NULL;
     size_t nkept = 0, cap = 0;
     ddl_status_t st;
-    char path[PATH_MAX + 300], firsterr[ERR_TEXT] = "";
+    char path[PATH_MAX + 300], name[300], firsterr[ERR_TEXT] = "";
 
-    ddl_clear_error();
-    if (!dir || !*dir)
-        return ddl_fail(DDL_ERR_INVALID, "checkpoint directory is NULL or empty");
     if (keep == 0)
         keep = DDL_CKPT_KEEP_DEFAULT;
     if ((st = latest_step(dir, &latest)) != DDL_OK)
         return st;
-    DIR *d = opendir(dir);
+    int lfd = dup(dfd);
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
     if (!d) {
-        if (errno == ENOENT)
-            return DDL_OK;
+        int e = errno;
+        if (lfd >= 0)
+            close(lfd);
         return ddl_fail(DDL_ERR_IO, "cannot list checkpoint directory %s: %s (errno %d): fix "
-                        "its permissions", dir, strerror(errno), errno);
+                        "its permissions", dir, strerror(e), e);
     }
+    rewinddir(d);
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         int64_t s = parse_step_name(e->d_name);
         struct stat sb;
-        if (s < 0)
+        if (s < 0) {
+            /* a temporary name of an interrupted commit */
+            if (strncmp(e->d_name, "latest.tmp", 10) == 0)
+                unlinkat(dfd, e->d_name, 0);
             continue;
-        snprintf(path, sizeof path, "%s/%s/MANIFEST", dir, e->d_name);
-        int committed = stat(path, &sb) == 0 && s <= latest;
+        }
+        textf(name, sizeof name, "%s/MANIFEST", e->d_name);
+        int committed = fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && s <= latest;
         if (committed) {
             if (nkept == cap) {
                 size_t nc = cap ? cap * 2 : 16;
@@ -550,27 +540,43 @@ ddl_status_t ddl_ckpt_cleanup(const char *dir, int keep)
             continue;
         }
         /* partial (no MANIFEST), or never made latest: not a checkpoint */
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (rm_stepdir(path) < 0 && !firsterr[0])
-            textf(firsterr, sizeof firsterr, "cannot remove partial checkpoint %s: %s "
-                     "(errno %d): fix its permissions", path, strerror(errno), errno);
+        if (rm_step_at(dfd, e->d_name) < 0 && !firsterr[0])
+            textf(firsterr, sizeof firsterr, "cannot remove partial checkpoint %s/%s: %s "
+                     "(errno %d): fix its permissions", dir, e->d_name, strerror(errno), errno);
     }
     closedir(d);
     if (keep > 0 && nkept > (size_t)keep) {
         qsort(kept, nkept, sizeof *kept, cmp_desc);
         for (size_t i = (size_t)keep; i < nkept; i++) {
-            step_path(path, sizeof path, dir, kept[i], NULL);
-            if (rm_stepdir(path) < 0 && !firsterr[0])
+            textf(name, sizeof name, "step-%08" PRId64, kept[i]);
+            if (rm_step_at(dfd, name) < 0 && !firsterr[0]) {
+                step_path(path, sizeof path, dir, kept[i], NULL);
                 textf(firsterr, sizeof firsterr, "cannot remove old checkpoint %s: %s "
                          "(errno %d): fix its permissions", path, strerror(errno), errno);
+            }
         }
     }
     free(kept);
-    snprintf(path, sizeof path, "%s/latest.tmp", dir);
-    unlink(path);
     if (firsterr[0])
         return ddl_fail(DDL_ERR_IO, "%s", firsterr);
     return DDL_OK;
+}
+
+ddl_status_t ddl_ckpt_cleanup(const char *dir, int keep)
+{
+    ddl_error_t err;
+    ddl_clear_error();
+    if (!dir || !*dir)
+        return ddl_fail(DDL_ERR_INVALID, "checkpoint directory is NULL or empty");
+    int dfd = ddl_dir_open(dir, 0, "checkpoint directory", &err);
+    if (dfd < 0) {
+        if (errno == ENOENT)
+            return DDL_OK;
+        return ddl_fail(DDL_ERR_IO, "%s", err.text);
+    }
+    ddl_status_t st = cleanup_at(dfd, dir, keep);
+    close(dfd);
+    return st;
 }
 
 /* ---- writing a shard ---- */
@@ -578,12 +584,25 @@ ddl_status_t ddl_ckpt_cleanup(const char *dir, int keep)
 static void shard_open(ddl_ckpt_t *ck)
 {
     unsigned char h[HDR_BYTES] = {0};
-    if (mkdir_p(ck->stepdir) < 0) {
+    ddl_error_t err;
+    if (ck->err != DDL_OK)
+        return; /* the directory could not be opened */
+    if ((mkdirat(ck->dirfd, ck->stepname, 0700) < 0 && errno != EEXIST) ||
+        (ck->stepfd = openat(ck->dirfd, ck->stepname,
+                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
         ck_fail(ck, DDL_ERR_IO, "cannot create %s: %s (errno %d): fix the permissions or the "
-                "path of the checkpoint directory", ck->stepdir, strerror(errno), errno);
+                "path of the checkpoint directory%s", ck->stepdir, strerror(errno), errno,
+                errno == ELOOP || errno == ENOTDIR ? " (a symbolic link or a file is in the "
+                "way: remove it)" : "");
         return;
     }
-    ck->fd = open(ck->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (ddl_dir_check(ck->stepfd, ck->stepdir, geteuid(), "checkpoint step directory",
+                      &err) < 0) {
+        ck_fail(ck, DDL_ERR_IO, "%s", err.text);
+        return;
+    }
+    ck->fd = openat(ck->stepfd, ck->shardname,
+                    O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (ck->fd < 0) {
         ck_fail(ck, DDL_ERR_IO, "cannot create %s: %s (errno %d): fix the permissions of the "
                 "checkpoint directory", ck->path, strerror(errno), errno);
@@ -659,7 +678,7 @@ static void shard_close(ddl_ckpt_t *ck)
     if (ck->fd >= 0 && close(ck->fd) < 0)
         io_fail(ck, "close");
     ck->fd = -1;
-    if (ck->err == DDL_OK && fsync_path(ck->stepdir) < 0)
+    if (ck->err == DDL_OK && fsync(ck->stepfd) < 0)
         ck_fail(ck, DDL_ERR_IO, "cannot fsync directory %s: %s (errno %d)", ck->stepdir,
                 strerror(errno), errno);
 }
@@ -682,6 +701,10 @@ static void ck_free(ddl_ckpt_t *ck)
         return;
     if (ck->fd >= 0)
         close(ck->fd);
+    if (ck->stepfd >= 0)
+        close(ck->stepfd);
+    if (ck->dirfd >= 0)
+        close(ck->dirfd);
     if (ck->recs) {
         pool_clear(); /* buffers this checkpoint did not reuse */
         pool = calloc(ck->n ? ck->n : 1, sizeof *pool);
@@ -709,7 +732,7 @@ typedef struct {
 static ddl_status_t publish(ddl_ckpt_t *ck, const int64_t *all, char *err, size_t errlen)
 {
     size_t cap = 128 + (size_t)ck->size * 48, n;
-    char *text = malloc(cap), path[PATH_MAX + 16], val[32];
+    char *text = malloc(cap), path[PATH_MAX + 16], val[32], tmp[96];
     const char *what;
     if (!text) {
         snprintf(err, errlen, "out of memory for the manifest of %d ranks", ck->size);
@@ -722,24 +745,25 @@ static ddl_status_t publish(ddl_ckpt_t *ck, const int64_t *all, char *err, size_
                               (uint64_t)all[3 * r + 1], (uint32_t)all[3 * r + 2]);
     snprintf(text + n, cap - n, "crc32c 0x%08" PRIx32 "\n", ddl_crc32c(0, text, n));
     step_path(path, sizeof path, ck->dir, ck->step, "MANIFEST");
-    int rc = write_file_atomic(ck->stepdir, path, text, (ck->faults & F_RENAME) != 0, &what);
+    int rc = write_file_atomic(ck->stepfd, "MANIFEST", text, (ck->faults & F_RENAME) != 0,
+                               &what, tmp, sizeof tmp);
     free(text);
     if (rc < 0) {
-        textf(err, errlen, "cannot %s %s.tmp: %s (errno %d)", what, path, strerror(errno),
-                 errno);
-        rm_stepdir(ck->stepdir);
+        textf(err, errlen, "cannot %s %s/%s (for %s): %s (errno %d)", what, ck->stepdir, tmp,
+              path, strerror(errno), errno);
+        rm_step_at(ck->dirfd, ck->stepname);
         return DDL_ERR_IO;
     }
     snprintf(path, sizeof path, "%s/latest", ck->dir);
     snprintf(val, sizeof val, "%" PRId64 "\n", ck->step);
-    if (write_file_atomic(ck->dir, path, val, 0, &what) < 0) {
-        textf(err, errlen, "cannot %s %s.tmp: %s (errno %d)", what, path, strerror(errno),
-                 errno);
+    if (write_file_atomic(ck->dirfd, "latest", val, 0, &what, tmp, sizeof tmp) < 0) {
+        textf(err, errlen, "cannot %s %s/%s (for %s): %s (errno %d)", what, ck->dir, tmp, path,
+              strerror(errno), errno);
         /* latest still names the previous step; this one is not kept */
-        rm_stepdir(ck->stepdir);
+        rm_step_at(ck->dirfd, ck->stepname);
         return DDL_ERR_IO;
     }
-    if (ddl_ckpt_cleanup(ck->dir, ck->keep) != DDL_OK)
+    if (cleanup_at(ck->dirfd, ck->dir, ck->keep) != DDL_OK)
         ddl_warn("checkpoint step %" PRId64 " committed, but %s", ck->step, ddl_last_error());
     return DDL_OK;
 }
@@ -769,8 +793,8 @@ static ddl_status_t decide(ddl_ckpt_t *ck)
         free(all);
         if (st != DDL_OK)
             return st;
-        if (ck->rank == 0)
-            rm_stepdir(ck->stepdir);
+        if (ck->rank == 0 && ck->dirfd >= 0)
+            rm_step_at(ck->dirfd, ck->stepname);
         return ddl_fail(DDL_ERR_IO, "checkpoint step %" PRId64 " not committed (the previous "
                         "one stays latest): rank %d: %.*s", ck->step, bad, ERR_TEXT - 100,
                         v.text);
@@ -822,6 +846,8 @@ ddl_status_t ddl_ckpt_begin(ddl_comm_t *comm, const char *dir, int64_t step, int
     ddl_status_t st;
     verdict_t v = {0};
     int64_t latest;
+    int dfd = -1;
+    ddl_error_t err;
 
     ddl_clear_error();
     if (!ckp)
@@ -845,10 +871,9 @@ ddl_status_t ddl_ckpt_begin(ddl_comm_t *comm, const char *dir, int64_t step, int
         return st;
 
     if (comm->rank == 0) {
-        if (mkdir_p(dir) < 0) {
+        if ((dfd = ddl_dir_open(dir, 1, "checkpoint directory", &err)) < 0) {
             v.status = DDL_ERR_IO;
-            snprintf(v.text, sizeof v.text, "cannot create checkpoint directory %s: %s (errno "
-                     "%d): fix its path or permissions", dir, strerror(errno), errno);
+            textf(v.text, sizeof v.text, "%s", err.text);
         } else if ((st = latest_step(dir, &latest)) != DDL_OK) {
             v.status = st;
             snprintf(v.text, sizeof v.text, "%s", ddl_last_error());
@@ -856,19 +881,24 @@ ddl_status_t ddl_ckpt_begin(ddl_comm_t *comm, const char *dir, int64_t step, int
             v.status = DDL_ERR_INVALID;
             snprintf(v.text, sizeof v.text, "checkpoint step %" PRId64 " is not after the latest "
                      "one (%" PRId64 ") in %s: use a larger step", step, latest, dir);
-        } else if ((st = ddl_ckpt_cleanup(dir, keep)) != DDL_OK) {
+        } else if ((st = cleanup_at(dfd, dir, keep)) != DDL_OK) {
             v.status = st;
             snprintf(v.text, sizeof v.text, "%s", ddl_last_error());
         }
     }
-    if ((st = ddl_bcast(comm, &v, sizeof v, DDL_UINT8, 0)) != DDL_OK)
-        return st;
-    if (v.status != DDL_OK)
-        return ddl_fail((ddl_status_t)v.status, "%s", v.text);
+    if ((st = ddl_bcast(comm, &v, sizeof v, DDL_UINT8, 0)) != DDL_OK ||
+        (v.status != DDL_OK && (st = (ddl_status_t)v.status) != DDL_OK)) {
+        if (dfd >= 0)
+            close(dfd);
+        return v.status != DDL_OK ? ddl_fail(st, "%s", v.text) : st;
+    }
 
     ddl_ckpt_t *ck = calloc(1, sizeof *ck);
-    if (!ck)
+    if (!ck) {
+        if (dfd >= 0)
+            close(dfd);
         return ddl_fail(DDL_ERR_NOMEM, "out of memory for a checkpoint");
+    }
     ck->comm = comm;
     ck->rank = comm->rank;
     ck->size = comm->size;
@@ -876,12 +906,18 @@ ddl_status_t ddl_ckpt_begin(ddl_comm_t *comm, const char *dir, int64_t step, int
     ck->keep = keep;
     ck->flags = flags;
     ck->fd = -1;
+    ck->stepfd = -1;
+    ck->dirfd = dfd; /* rank 0 opened it above; the others now */
+    if (ck->dirfd < 0 && (ck->dirfd = ddl_dir_open(dir, 1, "checkpoint directory", &err)) < 0)
+        ck_fail(ck, DDL_ERR_IO, "%s", err.text); /* reported by write and commit */
     ck->faults = (fault("write", ck->rank) ? F_WRITE : 0) |
                  (fault("fsync", ck->rank) ? F_FSYNC : 0) |
                  (fault("rename", ck->rank) ? F_RENAME : 0);
     textf(ck->dir, sizeof ck->dir, "%s", dir);
     step_path(ck->stepdir, sizeof ck->stepdir, dir, step, NULL);
     textf(ck->path, sizeof ck->path, "%s/rank-%d.shard", ck->stepdir, ck->rank);
+    textf(ck->stepname, sizeof ck->stepname, "step-%08" PRId64, step);
+    textf(ck->shardname, sizeof ck->shardname, "rank-%d.shard", ck->rank);
     if (!(flags & DDL_CKPT_ASYNC))
         shard_open(ck); /* a failure is reported by write and commit */
     *ckp = ck;
@@ -972,7 +1008,7 @@ void ddl_ckpt_abort(ddl_ckpt_t *ck)
     if (ck->fd >= 0) {
         close(ck->fd);
         ck->fd = -1;
-        unlink(ck->path);
+        unlinkat(ck->stepfd, ck->shardname, 0);
     }
     ck_free(ck);
 }

@@ -13,6 +13,7 @@ noinst_LTLIBRARIES += common/libddlcommon.la common/libddlnode.la
 common_libddlcommon_la_SOURCES = \
     common/log.c common/log.h \
     common/util.c common/util.h \
+    common/safefile.c common/safefile.h \
     common/proto.c common/proto.h \
     common/sock.c common/sock.h \
     common/beat.c common/beat.h \

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "proto.h"
+#include "safefile.h"
 
 const char *ddl_rank_state_str(int state)
 {
@@ -78,17 +79,31 @@ int ddl_fail_score(int cls, int wstatus)
 
 int ddl_fail_summary_write(const char *dir, const ddl_fail_summary_t *s, ddl_error_t *err)
 {
-    char path[4200], tmp[4300], how[128];
-    if (snprintf(path, sizeof path, "%s/failure-gen%u.json", dir, s->gen) >= (int)sizeof path) {
+    char path[4200], name[64], tmp[96], how[128];
+    snprintf(name, sizeof name, "failure-gen%u.json", s->gen);
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
         errno = ENAMETOOLONG;
         return ddl_errprintf(err, "checkpoint directory path too long: %s", dir);
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-        return ddl_errprintf(err, "cannot create %s: %s", dir, strerror(errno));
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return ddl_errprintf(err, "cannot write the failure summary %s: %s", tmp, strerror(errno));
+    /* the directory checked once, then a fresh temporary name in it: a link
+     * planted by someone else is never followed */
+    int dfd = ddl_dir_open(dir, 1, "checkpoint directory", err);
+    if (dfd < 0)
+        return -1;
+    snprintf(tmp, sizeof tmp, "%s.tmp", name);
+    int fd = ddl_tmp_openat(dfd, tmp, tmp, sizeof tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlinkat(dfd, tmp, 0);
+        }
+        close(dfd);
+        errno = e;
+        return ddl_errprintf(err, "cannot write the failure summary %s/%s: %s", dir, tmp,
+                             strerror(e));
+    }
     int worker = s->cls == DDL_FAIL_WORKER_EXIT || s->cls == DDL_FAIL_WORKER_SIGNAL ||
                  s->cls == DDL_FAIL_WORKER_HANG || s->cls == DDL_FAIL_WORKER_START;
     fprintf(f, "{\"step\": ");
@@ -106,12 +121,15 @@ int ddl_fail_summary_write(const char *dir, const ddl_fail_summary_t *s, ddl_err
     fprintf(f, ", \"exit_code\": %d, \"checkpoint_step\": %lld, "
             "\"restarts_left\": %d, \"detected_unix_ms\": %lld}\n",
             s->exit_code, (long long)s->ckpt_step, s->restarts_left, (long long)s->detected_ms);
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+    int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
+    if (fclose(f) != 0 || bad || renameat(dfd, tmp, dfd, name) != 0) {
         int e = errno;
-        unlink(tmp);
+        unlinkat(dfd, tmp, 0);
+        close(dfd);
         errno = e;
         return ddl_errprintf(err, "cannot write the failure summary %s: %s", path, strerror(e));
     }
+    close(dfd);
     return 0;
 }
 

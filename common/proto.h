@@ -101,8 +101,10 @@ typedef struct {
     int64_t detected_ms;    /* CLOCK_REALTIME ms when the failure was known */
 } ddl_fail_summary_t;
 
-/* ddl_fail_summary_write: DIR/failure-gen<G>.json, written to a temporary
- * name and renamed (DIR created, mode 0700, if missing).  Blocking file I/O.
+/* ddl_fail_summary_write: DIR/failure-gen<G>.json (mode 0600), written to
+ * an unpredictable temporary name and renamed, both relative to DIR opened
+ * once by ddl_dir_open (safefile.h: created 0700 if missing, refused unless
+ * owned by the user and writable by nobody else).  Blocking file I/O.
  * 0, or -1 with errno and err. */
 int ddl_fail_summary_write(const char *dir, const ddl_fail_summary_t *s, ddl_error_t *err);
 

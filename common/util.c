@@ -147,29 +147,242 @@ int ddl_fd_set_nonblock(int fd, int on)
     return fcntl(fd, F_SETFL, fl) < 0 ? -1 : 0;
 }
 
+/* ---- the runtime directory (util.h; docs/security.md) ---- */
+
+#ifndef DDL_SYSTEM_RUNTIME_BASE
+#define DDL_SYSTEM_RUNTIME_BASE "/run/ddl"
+#endif
+
+const char *ddl_runtime_system_base(void)
+{
+    const char *b = getenv("DDL_SYSTEM_RUNTIME_DIR"); /* tests */
+    return b && b[0] == '/' ? b : DDL_SYSTEM_RUNTIME_BASE;
+}
+
+/* private_dir: path is a directory itself (no link), owned by uid, mode
+ * 0700 or less. */
+static int private_dir(const char *path, uid_t uid)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid &&
+           (st.st_mode & 0077) == 0;
+}
+
+/* root_base: the system base is a real directory of root's that nobody
+ * else may write. */
+static int root_base(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
+           (st.st_mode & 0022) == 0;
+}
+
+static int set_path(char *buf, size_t len, ddl_error_t *err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int set_path(char *buf, size_t len, ddl_error_t *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= len) {
+        errno = ENAMETOOLONG;
+        return ddl_errprintf(err, "runtime directory path '%s' is too long", buf);
+    }
+    return 0;
+}
+
+/* tmp_fallback: an existing /tmp/ddl-UID.XXXXXX of uid's, or (create) a new
+ * one from mkdtemp. */
+static int tmp_fallback(uid_t uid, int create, char *buf, size_t len, ddl_error_t *err)
+{
+    char prefix[32];
+    int plen = snprintf(prefix, sizeof prefix, "ddl-%u.", (unsigned)uid);
+    DIR *d = opendir("/tmp");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, prefix, (size_t)plen) != 0 || !e->d_name[plen])
+            continue;
+        if (set_path(buf, len, err, "/tmp/%s", e->d_name) == 0 && private_dir(buf, uid)) {
+            closedir(d);
+            return 0;
+        }
+    }
+    if (d)
+        closedir(d);
+    if (!create) {
+        errno = ENOENT;
+        return ddl_errprintf(err, "no runtime directory of uid %u", (unsigned)uid);
+    }
+    if (set_path(buf, len, err, "/tmp/%sXXXXXX", prefix) < 0)
+        return -1;
+    if (!mkdtemp(buf))
+        return ddl_errprintf(err, "cannot create a runtime directory %s: %s (set "
+                             "DDL_RUNTIME_DIR to a directory of your own)", buf, strerror(errno));
+    return 0;
+}
+
 int ddl_runtime_dir(uid_t uid, int create, char *buf, size_t len, ddl_error_t *err)
 {
     const char *base = getenv("DDL_RUNTIME_DIR");
+    const char *sys = ddl_runtime_system_base();
+    const char *xdg = uid == getuid() ? getenv("XDG_RUNTIME_DIR") : NULL;
     struct stat st;
-    if (!base || !*base)
-        base = "/tmp";
-    int n = snprintf(buf, len, "%s/ddl-%u", base, (unsigned)uid);
-    if (n < 0 || (size_t)n >= len) {
-        errno = ENAMETOOLONG;
-        return ddl_errprintf(err, "runtime directory under '%s' is too long", base);
+    if (base && *base) {
+        if (set_path(buf, len, err, "%s/ddl-%u", base, (unsigned)uid) < 0)
+            return -1;
+        if (create && mkdir(buf, 0700) < 0 && errno != EEXIST)
+            return ddl_errprintf(err, "cannot create %s: %s (set DDL_RUNTIME_DIR to a writable "
+                                 "directory)", buf, strerror(errno));
+        if (lstat(buf, &st) < 0)
+            return ddl_errprintf(err, "%s: %s", buf, strerror(errno));
+        if (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 0077) != 0) {
+            errno = EPERM;
+            return ddl_errprintf(err, "%s is not a private directory of uid %u (mode %04o, owner "
+                                 "%u): remove it or set DDL_RUNTIME_DIR",
+                                 buf, (unsigned)uid, (unsigned)(st.st_mode & 07777),
+                                 (unsigned)st.st_uid);
+        }
+        return 0;
     }
+    /* 1. made for the user by root (the Slurm plugin) */
+    if (set_path(buf, len, err, "%s/%u", sys, (unsigned)uid) < 0)
+        return -1;
+    if (root_base(sys) && private_dir(buf, uid))
+        return 0;
+    /* 2. the user's session directory */
+    if (xdg && xdg[0] == '/' && private_dir(xdg, uid)) {
+        if (set_path(buf, len, err, "%s/ddl", xdg) < 0)
+            return -1;
+        if (create && mkdir(buf, 0700) < 0 && errno != EEXIST)
+            return ddl_errprintf(err, "cannot create %s: %s", buf, strerror(errno));
+        if (private_dir(buf, uid))
+            return 0;
+        if (create || errno != ENOENT) {
+            errno = EPERM;
+            return ddl_errprintf(err, "%s is not a private directory of uid %u: remove it",
+                                 buf, (unsigned)uid);
+        }
+    }
+    /* 3. /tmp/ddl-UID; if another user took that name, a private
+     * /tmp/ddl-UID.XXXXXX that ddl-agent status finds by its owner */
+    if (set_path(buf, len, err, "/tmp/ddl-%u", (unsigned)uid) < 0)
+        return -1;
     if (create && mkdir(buf, 0700) < 0 && errno != EEXIST)
-        return ddl_errprintf(err, "cannot create %s: %s (set DDL_RUNTIME_DIR to a writable directory)",
-                             buf, strerror(errno));
-    if (lstat(buf, &st) < 0)
-        return ddl_errprintf(err, "%s: %s", buf, strerror(errno));
-    if (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 0077) != 0) {
-        errno = EPERM;
-        return ddl_errprintf(err, "%s is not a private directory of uid %u (mode %04o, owner %u): "
-                             "remove it or set DDL_RUNTIME_DIR",
-                             buf, (unsigned)uid, (unsigned)(st.st_mode & 07777),
-                             (unsigned)st.st_uid);
+        return ddl_errprintf(err, "cannot create %s: %s (set DDL_RUNTIME_DIR to a writable "
+                             "directory)", buf, strerror(errno));
+    if (private_dir(buf, uid))
+        return 0;
+    return tmp_fallback(uid, create, buf, len, err);
+}
+
+/* uid_name: "1000" or "1000.suffix" (a fallback directory) -> uid. */
+static int uid_name(const char *name, int suffix, uid_t *uid)
+{
+    char *end;
+    if (name[0] < '0' || name[0] > '9')
+        return -1;
+    errno = 0;
+    unsigned long v = strtoul(name, &end, 10);
+    if (errno || v > 0x7fffffffUL || (*end && !(suffix && *end == '.' && end[1])))
+        return -1;
+    *uid = (uid_t)v;
+    return 0;
+}
+
+/* each_in: fn for the entries PREFIX<uid>[REST] of dir (all users) that
+ * are private directories of that uid. */
+static void each_in(const char *dir, const char *prefix, int suffix, const char *rest,
+                    uid_t want, void (*fn)(void *, const char *, uid_t), void *ctx)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    size_t pl = strlen(prefix);
+    char path[PATH_MAX];
+    while (d && (e = readdir(d))) {
+        uid_t uid;
+        if (strncmp(e->d_name, prefix, pl) != 0 || uid_name(e->d_name + pl, suffix, &uid) < 0 ||
+            (want != (uid_t)-1 && uid != want))
+            continue;
+        if (snprintf(path, sizeof path, "%s/%s%s", dir, e->d_name, rest) >= (int)sizeof path)
+            continue;
+        if (private_dir(path, uid))
+            fn(ctx, path, uid);
     }
+    if (d)
+        closedir(d);
+}
+
+void ddl_runtime_dirs(uid_t uid, void (*fn)(void *ctx, const char *dir, uid_t owner), void *ctx)
+{
+    const char *base = getenv("DDL_RUNTIME_DIR");
+    const char *sys = ddl_runtime_system_base();
+    if (base && *base) {
+        each_in(base, "ddl-", 0, "", uid, fn, ctx);
+        return;
+    }
+    if (root_base(sys))
+        each_in(sys, "", 0, "", uid, fn, ctx);
+    if (uid == (uid_t)-1) {
+        each_in("/run/user", "", 0, "/ddl", uid, fn, ctx);
+    } else {
+        const char *xdg = uid == getuid() ? getenv("XDG_RUNTIME_DIR") : NULL;
+        char path[PATH_MAX];
+        if (xdg && xdg[0] == '/' && private_dir(xdg, uid) &&
+            snprintf(path, sizeof path, "%s/ddl", xdg) < (int)sizeof path &&
+            private_dir(path, uid))
+            fn(ctx, path, uid);
+        else
+            each_in("/run/user", "", 0, "/ddl", uid, fn, ctx);
+    }
+    each_in("/tmp", "ddl-", 1, "", uid, fn, ctx);
+}
+
+int ddl_runtime_dir_prepare(uid_t uid, gid_t gid, char *buf, size_t len, ddl_error_t *err)
+{
+    const char *sys = ddl_runtime_system_base();
+    char name[32];
+    if (set_path(buf, len, err, "%s/%u", sys, (unsigned)uid) < 0)
+        return -1;
+    snprintf(name, sizeof name, "%u", (unsigned)uid);
+    if (mkdir(sys, 0755) < 0 && errno != EEXIST)
+        return ddl_errprintf(err, "cannot create %s: %s", sys, strerror(errno));
+    int bfd = open(sys, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (bfd < 0 || fstat(bfd, &st) < 0) {
+        int e = errno;
+        if (bfd >= 0)
+            close(bfd);
+        errno = e;
+        return ddl_errprintf(err, "cannot open %s: %s (it must be a directory, not a link)", sys,
+                             strerror(e));
+    }
+    if (st.st_uid != 0 || (st.st_mode & 0022)) {
+        close(bfd);
+        errno = EPERM;
+        return ddl_errprintf(err, "%s is owned by uid %u with mode %04o: it must be root's and "
+                             "writable by nobody else: remove it", sys, (unsigned)st.st_uid,
+                             (unsigned)(st.st_mode & 07777));
+    }
+    if (mkdirat(bfd, name, 0700) < 0 && errno != EEXIST) {
+        int e = errno;
+        close(bfd);
+        errno = e;
+        return ddl_errprintf(err, "cannot create %s: %s", buf, strerror(e));
+    }
+    int fd = openat(bfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    close(bfd);
+    if (fd < 0 || fchown(fd, uid, gid) < 0 || fchmod(fd, 0700) < 0) {
+        if (fd >= 0) {
+            e = errno;
+            close(fd);
+        }
+        errno = e;
+        return ddl_errprintf(err, "cannot prepare %s for uid %u: %s", buf, (unsigned)uid,
+                             strerror(e));
+    }
+    close(fd);
     return 0;
 }
 
@@ -246,7 +459,7 @@ void ddl_json_str(FILE *f, const char *s)
         unsigned char ch = (unsigned char)*s;
         if (ch == '"' || ch == '\\')
             fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
+        else if (ch < 0x20 || ch >= 0x7f)
             fprintf(f, "\\u%04x", ch);
         else
             fputc(ch, f);

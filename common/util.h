@@ -52,11 +52,42 @@ int ddl_read_full(int fd, void *buf, size_t len);
 int ddl_fd_set_cloexec(int fd);
 int ddl_fd_set_nonblock(int fd, int on);
 
-/* ddl_runtime_dir: the per-user directory that holds agent sockets:
- * $DDL_RUNTIME_DIR/ddl-UID, default /tmp/ddl-UID.  With create, makes it
- * mode 0700.  Refuses (EPERM) a path that is not a directory owned by uid
- * with mode 0700, so another user cannot plant sockets or links there. */
+/* The per-user runtime directory that holds agent sockets (docs/security.md,
+ * "Files and directories"), the first of:
+ *   1. $DDL_RUNTIME_DIR/ddl-UID when DDL_RUNTIME_DIR is set (only that);
+ *   2. /run/ddl/UID, made for the user by root (the Slurm plugin) in a
+ *      directory of root's that nobody else may write;
+ *   3. $XDG_RUNTIME_DIR/ddl when XDG_RUNTIME_DIR is a private directory of
+ *      the user (the calling user only);
+ *   4. /tmp/ddl-UID; if that name is taken by someone else (or is not
+ *      private), an existing private /tmp/ddl-UID.XXXXXX of the user's, or
+ *      a new one from mkdtemp (unpredictable, so nobody can take it first).
+ * Every directory is private: a real directory (no link) owned by uid with
+ * mode 0700.  DDL_SYSTEM_RUNTIME_BASE (a compile-time definition) replaces
+ * /run/ddl; the
+ * environment variable DDL_SYSTEM_RUNTIME_DIR replaces it in tests. */
+
+/* ddl_runtime_dir: the directory for uid, as above, into buf.  With create,
+ * makes it (mode 0700) where needed.  -1 with errno (ENOENT: none exists
+ * and create is 0; EPERM: $DDL_RUNTIME_DIR/ddl-UID or $XDG_RUNTIME_DIR/ddl
+ * is not private) and err. */
 int ddl_runtime_dir(uid_t uid, int create, char *buf, size_t len, ddl_error_t *err);
+
+/* ddl_runtime_dirs: call fn(ctx, dir, owner) for each existing private
+ * runtime directory of uid, or of every user with uid (uid_t)-1 (root's
+ * `ddl-agent status`): the candidates of ddl_runtime_dir, including every
+ * /tmp/ddl-UID.XXXXXX.  A directory is listed only if it is owned by the
+ * uid its name gives; the caller still opens it with O_NOFOLLOW. */
+void ddl_runtime_dirs(uid_t uid, void (*fn)(void *ctx, const char *dir, uid_t owner), void *ctx);
+
+/* ddl_runtime_system_base: /run/ddl (or what replaces it, above). */
+const char *ddl_runtime_system_base(void);
+
+/* ddl_runtime_dir_prepare: as root, make the system base (0755, root's)
+ * and uid's directory in it (0700, owned by uid:gid), refusing a base that
+ * is a link, not root's or writable by others; the path goes to buf.  For
+ * the Slurm plugin.  0, or -1 with errno and err. */
+int ddl_runtime_dir_prepare(uid_t uid, gid_t gid, char *buf, size_t len, ddl_error_t *err);
 
 /* ddl_signal_name: "SIGKILL" for 9, "signal 70" for unknown numbers;
  * returns buf. */
@@ -84,11 +115,12 @@ int ddl_cpulist_parse(const char *text, void (*add)(void *ctx, unsigned lo, unsi
 int ddl_bind_check(const char *text, ddl_error_t *err);
 
 /* ddl_json_str: write s (NULL writes "") to f as a JSON string: in double
- * quotes, with '"' and '\\' escaped by a backslash and the control
- * characters below 0x20 as \\u00XX; other bytes (UTF-8 included) as they
- * are.  ddl's only JSON string writer: ddl-agent status --json, ddl-agent
- * topo --json and the failure summaries (failure-gen<G>.json) use it.
- * Write errors are left in f's error flag (check ferror or fclose).
+ * quotes, with '"' and '\\' escaped by a backslash, and every byte below
+ * 0x20 or from 0x7f up as \\u00XX (so no control character, C1 control or
+ * broken UTF-8 from an agent reaches a terminal; non-ASCII text comes out
+ * byte by byte).  ddl's only JSON string writer: ddl-agent status --json,
+ * ddl-agent topo --json and the failure summaries (failure-gen<G>.json) use
+ * it.  Write errors are left in f's error flag (check ferror or fclose).
  * Thread-safe as stdio is (one call may interleave with another thread's
  * output on the same f). */
 void ddl_json_str(FILE *f, const char *s);

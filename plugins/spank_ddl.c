@@ -10,7 +10,9 @@
  * waits for its environment from the supervisor, drops PMIX_* and returns
  * to Slurm, which runs the user's program in it; the parent, still the
  * task slurmstepd tracks, execs ddl-launch (same pid) with the job's
- * environment.  task_init runs as the user.  At the step's end (as root) it
+ * environment.  task_init runs as the user; before it, as root,
+ * task_init_privileged makes the user's runtime directory /run/ddl/UID
+ * (util.h), which no other user can take first.  At the step's end (as root) it
  * removes the node agent's socket if the agent could not.  Without --ddl it
  * does nothing.
  *
@@ -393,6 +395,30 @@ static int wrap_task(spank_t sp)
     _exit(127);
 }
 
+/* As root, before task_init: the user's runtime directory (util.h). */
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    uid_t uid;
+    gid_t gid;
+    char dir[PATH_MAX], base[8];
+    ddl_error_t err;
+    if (!ddl_opt.enabled || ddl_skip_step || spank_context() != S_CTX_REMOTE || getuid() != 0 ||
+        spank_getenv(sp, "DDL_RUNTIME_DIR", base, sizeof base) != ESPANK_ENV_NOEXIST)
+        return 0; /* DDL_RUNTIME_DIR (set or too long to read): the user's choice */
+    if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS) {
+        slurm_error("ddl: cannot read the job's uid and gid");
+        return -1;
+    }
+    if (ddl_runtime_dir_prepare(uid, gid, dir, sizeof dir, &err) < 0) {
+        slurm_error("ddl: %s", err.text);
+        return -1;
+    }
+    return 0;
+}
+
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
     (void)ac;
@@ -428,15 +454,16 @@ static void sweep(spank_t sp)
 {
     uid_t uid;
     uint32_t job, step;
-    char dir[PATH_MAX], name[64], base[PATH_MAX] = "/tmp";
+    char dir[PATH_MAX], name[64], base[PATH_MAX - 64];
     struct stat st;
     if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)
         return;
-    if (spank_getenv(sp, "DDL_RUNTIME_DIR", base, sizeof base) != ESPANK_SUCCESS || base[0] != '/')
-        snprintf(base, sizeof base, "/tmp");
-    snprintf(dir, sizeof dir, "%s/ddl-%u", base, (unsigned)uid);
+    if (spank_getenv(sp, "DDL_RUNTIME_DIR", base, sizeof base) == ESPANK_SUCCESS && base[0] == '/')
+        snprintf(dir, sizeof dir, "%s/ddl-%u", base, (unsigned)uid);
+    else
+        snprintf(dir, sizeof dir, "%s/%u", ddl_runtime_system_base(), (unsigned)uid);
     snprintf(name, sizeof name, "step-%u.%u.sock", job, step);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0)

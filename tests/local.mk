@@ -158,3 +158,10 @@ tests_helpers_agent_attack_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS) $(PTHREAD_CFLA
 tests_helpers_agent_attack_LDADD = common/libddlcommon.la $(CRYPTO_LIBS) $(PTHREAD_LIBS)
 TESTS += tests/integration/t0021-agent-security.t
 EXTRA_DIST += tests/integration/t0021-agent-security.t
+
+# Files and directories another user could redirect: checkpoints, failure
+# summaries, the runtime directory, `ddl-agent status` (docs/security.md).
+check_PROGRAMS += tests/helpers/fake-agent
+tests_helpers_fake_agent_SOURCES = tests/helpers/fake-agent.c
+tests_helpers_fake_agent_LDADD = common/libddlcommon.la
+INTEGRATION_TESTS += tests/integration/t0022-file-safety.t

@@ -22,7 +22,7 @@
 #     CAP_DAC_OVERRIDE to get past them, by the agent's SO_PEERCRED check;
 #  5. `scancel` of that step: within KillWait (5 s) plus a margin, no
 #     ddl-launch, ddl-agent or worker process is left on any node, no file
-#     under any node's /tmp/ddl-0, and srun has exited.
+#     under any node's /run/ddl/0, and srun has exited.
 #
 # Skips when spank_ddl.so or ddl-launch is not built, when not root or when
 # Slurm/munge are not installed (cluster.sh exits 77); the fmnist assertions
@@ -113,15 +113,15 @@ node_procs() { # node_procs NAME: such processes (exact name) on all nodes
         fi
     done | wc -l
 }
-step_socks() { # step_socks NODE: the agents' sockets in the node's /tmp/ddl-0
-    find "$DIR/nodes/$1/tmp/ddl-0" -maxdepth 1 -type s -name 'step-*.sock' 2>/dev/null
+step_socks() { # step_socks NODE: the agents' sockets in the node's /run/ddl/0
+    find "$DIR/nodes/$1/run-ddl/0" -maxdepth 1 -type s -name 'step-*.sock' 2>/dev/null
 }
 running() { # running PID: PID is alive (not a zombie left for `wait`)
     case $(ps -o stat= -p "$1" 2>/dev/null) in '' | Z*) return 1 ;; esac
 }
-leftovers() { # files under the nodes' /tmp/ddl-0 (the directory itself may stay)
+leftovers() { # files under the nodes' /run/ddl/0 (the directory itself may stay)
     for n in $(seq $NODES); do
-        find "$DIR/nodes/n$n/tmp/ddl-0" -mindepth 1 2>/dev/null
+        find "$DIR/nodes/n$n/run-ddl/0" -mindepth 1 2>/dev/null
     done
 }
 
@@ -228,7 +228,7 @@ else
 fi
 
 # The steps above ended normally: their agents removed their sockets.
-t_is "$(leftovers | tr '\n' ' ')" "" "no file is left under any node's /tmp/ddl-0 after those steps"
+t_is "$(leftovers | tr '\n' ' ')" "" "no file is left under any node's /run/ddl/0 after those steps"
 
 # --- 4. a long step: ddl-agent status inside n1, as root and as another user -------
 JOB_NAME="t0015-$T_TOKEN"
@@ -243,15 +243,15 @@ while [ $i -lt 300 ]; do
     sleep 0.2
     i=$((i + 1))
 done
-t_is "$socks" $NODES "a long --ddl step: each node has its agent's socket under /tmp/ddl-0"
+t_is "$socks" $NODES "a long --ddl step: each node has its agent's socket under /run/ddl/0"
 t_is "$(node_procs ddl-launch) $(node_procs ddl-agent) $(node_procs sleep)" "$RANKS $NODES $RANKS" \
     "... $RANKS ddl-launch, $NODES ddl-agent and $RANKS workers run on the nodes"
 SOCK=$(step_socks n1 | head -n 1)
 SOCK=${SOCK##*/}
 STEP=$(echo "$SOCK" | sed -n 's/^step-\([0-9]*\.[0-9]*\)\.sock$/\1/p')
 JOB=${STEP%.*}
-t_diag "step $STEP, socket /tmp/ddl-0/$SOCK on n1"
-t_is "$(stat -c '%a %u' "$DIR/nodes/n1/tmp/ddl-0" 2>&1)" "700 0" "... n1's /tmp/ddl-0 is root's, mode 0700"
+t_diag "step $STEP, socket /run/ddl/0/$SOCK on n1"
+t_is "$(stat -c '%a %u' "$DIR/nodes/n1/run-ddl/0" 2>&1)" "700 0" "... n1's /run/ddl/0 is root's, mode 0700"
 
 # ---- ddl-agent status (table and --json; schema in docs/user-guide.md) ----
 # The ranks report `running` just after their workers start: wait a little.
@@ -279,7 +279,7 @@ t_is $? 0 "ddl-agent status as root inside n1 exits 0"
 sed 's/^/# /' "$T_TMP/status.txt"
 t_like "$T_TMP/status.txt" "^step $STEP: $RANKS ranks on $NODES nodes, generation 0$" \
     "... it names the step, its size and node count"
-t_like "$T_TMP/status.txt" "^  this node: n1 \(node 0, leader\), agent pid [0-9]+, /tmp/ddl-0/$SOCK$" \
+t_like "$T_TMP/status.txt" "^  this node: n1 \(node 0, leader\), agent pid [0-9]+, /run/ddl/0/$SOCK$" \
     "... this node, which leads, its agent and socket"
 # rank rows: RANK STATE PID WORKER CPUS GPU NIC RST HEARD EXIT (10 columns);
 # peer rows: NODE HOST ADDRESS LINK HEARD (5)
@@ -325,17 +325,17 @@ if OTHER_UID=$(id -u $OTHER 2>/dev/null); then
     rc=$?
     t_is "$rc $(cat "$T_TMP/o.out")" "0 no ddl steps are running on this node" \
         "$OTHER's ddl-agent status inside n1 sees no step (only its own directory)"
-    on_node n1 runuser -u $OTHER -- "$DDL_AGENT" status --socket "/tmp/ddl-0/$SOCK" \
+    on_node n1 runuser -u $OTHER -- "$DDL_AGENT" status --socket "/run/ddl/0/$SOCK" \
         >"$T_TMP/o.out" 2>"$T_TMP/o.err"
     rc=$?
     t_is "$rc $(grep -c running "$T_TMP/o.out")" "1 0" \
         "... given root's socket, it fails and shows no rank"
-    t_like "$T_TMP/o.err" "Permission denied" "... stopped by /tmp/ddl-0's permissions"
+    t_like "$T_TMP/o.err" "Permission denied" "... stopped by /run/ddl/0's permissions"
     # Past the directory and socket permissions (CAP_DAC_OVERRIDE), the
     # agent itself refuses the connection: SO_PEERCRED gives the uid.
     on_node n1 setpriv --reuid=$OTHER --regid=$OTHER --clear-groups \
         --inh-caps=+dac_override --ambient-caps=+dac_override -- \
-        "$DDL_AGENT" status --socket "/tmp/ddl-0/$SOCK" >"$T_TMP/o.out" 2>"$T_TMP/o.err"
+        "$DDL_AGENT" status --socket "/run/ddl/0/$SOCK" >"$T_TMP/o.out" 2>"$T_TMP/o.err"
     rc=$?
     t_is "$rc $(grep -c running "$T_TMP/o.out")" "1 0" \
         "... with CAP_DAC_OVERRIDE too it fails and shows no rank"
@@ -368,9 +368,9 @@ wait $LONG_PID
 t_diag "srun's exit status: $?" "$(sed 's/^/srun: /' "$T_TMP/long.err" | tail -n 5)"
 t_is "$(node_procs ddl-launch) $(node_procs ddl-agent) $(node_procs sleep)" "0 0 0" \
     "... no ddl-launch, ddl-agent or worker is left on any node"
-# The per-user directory /tmp/ddl-0 itself may stay (ddl_runtime_dir makes
+# The per-user directory /run/ddl/0 itself may stay (ddl_runtime_dir makes
 # it once per node and user; nothing removes it), but nothing in it.
-t_is "$(leftovers | tr '\n' ' ')" "" "... no file is left under any node's /tmp/ddl-0"
+t_is "$(leftovers | tr '\n' ' ')" "" "... no file is left under any node's /run/ddl/0"
 
 sh "$CLUSTER" stop "$DIR"
 t_is $? 0 "the cluster stops"

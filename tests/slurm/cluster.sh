@@ -110,15 +110,18 @@ start_nodes() {
         ip -n "$ns" route add default via "$NET.1"
         mkdir -p "$DIR/nodes/n$i/spool" "$DIR/nodes/n$i/tmp"
         chmod 1777 "$DIR/nodes/n$i/tmp"
-        mkdir -p "$DIR/nodes/n$i/hosttmp"
+        mkdir -p "$DIR/nodes/n$i/hosttmp" "$DIR/nodes/n$i/run-ddl" /run/ddl
+        chmod 755 "$DIR/nodes/n$i/run-ddl"
         # Each node gets its own /tmp (Slurm's PMIx plugin keeps per-step
         # directories there); paths under the host's /tmp listed in
         # DDL_CLUSTER_SHARE (a build tree, a test's scratch) are bound back.
+        # Each node has its own /run/ddl too (the plugin's runtime directories).
         # Not `ip netns exec`: it remounts /sys and slurmd then misses cgroups.
         nsenter --net="/run/netns/$ns" unshare --uts --mount --propagation private \
             sh -c "set -e; hostname n$i
                    mount --bind /tmp '$DIR/nodes/n$i/hosttmp'
                    mount --bind '$DIR/nodes/n$i/tmp' /tmp
+                   mount --bind '$DIR/nodes/n$i/run-ddl' /run/ddl
                    for p in \$DDL_CLUSTER_SHARE; do
                        case \$p in /tmp/*) mkdir -p \$p; mount --bind '$DIR/nodes/n$i/hosttmp'/\${p#/tmp/} \$p ;; esac
                    done

@@ -3,7 +3,8 @@
  * truncated shards, partial checkpoints ignored and cleaned, keep-K,
  * failed commits (DDL_CKPT_FAULT, an unusable directory) leaving the
  * previous checkpoint latest, and async mode including its completion by
- * ddl_finalize(). */
+ * ddl_finalize(); links planted in the checkpoint directory are not
+ * followed, files are 0600 and directories 0700. */
 #include "config.h"
 
 #include <errno.h>
@@ -295,6 +296,113 @@ static void test_faults(const char *dir)
     is(latest(ro), 1, "latest still names step 1");
 }
 
+/* mode_of: the permission bits of p, -1 if it is missing. */
+static int mode_of(const char *p)
+{
+    struct stat sb;
+    return lstat(p, &sb) == 0 ? (int)(sb.st_mode & 07777) : -1;
+}
+
+/* slurp: the first bytes of p as a string ("" if unreadable). */
+static const char *slurp(const char *p, char *buf, size_t len)
+{
+    FILE *f = fopen(p, "r");
+    size_t n = f ? fread(buf, 1, len - 1, f) : 0;
+    buf[n] = '\0';
+    if (f)
+        fclose(f);
+    return buf;
+}
+
+/* Links and modes: nothing outside the checkpoint directory is written or
+ * removed through a symbolic link planted in it, files are 0600 and
+ * directories 0700, and a directory others can write is refused.
+ * (tests/integration/t0022-file-safety.t plays the same with two users.) */
+static void test_links(void)
+{
+    char dir[512], outside[512], secret[600], p[600], q[700], buf[256];
+    snprintf(dir, sizeof dir, "%s/links/ck", root);
+    snprintf(outside, sizeof outside, "%s/outside", root);
+    snprintf(secret, sizeof secret, "%s/secret", outside);
+    if (mkdir(outside, 0700) < 0)
+        BAIL_OUT("mkdir %s: %s", outside, strerror(errno));
+    FILE *f = fopen(secret, "w");
+    if (!f)
+        BAIL_OUT("cannot create %s", secret);
+    fputs("precious\n", f);
+    fclose(f);
+    chmod(secret, 0600);
+
+    is(commit_one(dir, 1, 0, 0, 64, 1), DDL_OK, "commit step 1 in a new directory");
+    is(mode_of(dir), 0700, "the checkpoint directory is made 0700");
+    path_of(p, sizeof p, dir, 1, NULL);
+    is(mode_of(p), 0700, "the step directory is 0700");
+    path_of(p, sizeof p, dir, 1, "rank-0.shard");
+    is(mode_of(p), 0600, "the shard is 0600");
+    path_of(p, sizeof p, dir, 1, "MANIFEST");
+    is(mode_of(p), 0600, "MANIFEST is 0600");
+    snprintf(p, sizeof p, "%s/latest", dir);
+    is(mode_of(p), 0600, "latest is 0600");
+
+    /* links where the temporary files of the commit used to go, planted
+     * between begin and commit (begin's cleanup would remove them) */
+    ddl_ckpt_t *ck = NULL;
+    unsigned char b[64];
+    fill(b, sizeof b, 3);
+    is(ddl_ckpt_begin(ddl_comm_world(), dir, 3, 0, 0, &ck), DDL_OK, "begin step 3");
+    is(ddl_ckpt_write(ck, "w", b, sizeof b), DDL_OK, "write step 3");
+    snprintf(p, sizeof p, "%s/latest.tmp", dir);
+    path_of(q, sizeof q, dir, 3, "MANIFEST.tmp");
+    if (symlink(secret, p) < 0 || symlink(secret, q) < 0)
+        BAIL_OUT("symlink: %s", strerror(errno));
+    is(ddl_ckpt_commit(ck), DDL_OK, "commit step 3 with latest.tmp and MANIFEST.tmp links");
+    is_str(slurp(secret, buf, sizeof buf), "precious\n", "the links' target is not overwritten");
+    is(mode_of(secret), 0600, "... nor its mode changed");
+    is(latest(dir), 3, "latest is step 3");
+    ok(read_ok(dir, 3, 64, 3), "step 3 reads back");
+
+    /* a link named like a step: cleanup removes the link, not its target */
+    path_of(p, sizeof p, dir, 7, NULL);
+    if (symlink(outside, p) < 0)
+        BAIL_OUT("symlink: %s", strerror(errno));
+    is(ddl_ckpt_cleanup(dir, 0), DDL_OK, "cleanup with a step directory that is a link");
+    ok(exists(secret), "the file in the link's target is still there");
+    ok(mode_of(p) < 0, "the link itself is gone");
+    path_of(p, sizeof p, dir, 8, NULL);
+    if (symlink(outside, p) < 0)
+        BAIL_OUT("symlink: %s", strerror(errno));
+    is(commit_one(dir, 8, 0, 0, 64, 8), DDL_OK, "commit step 8 where step-00000008 was a link");
+    ok(exists(secret), "the link's target kept its file");
+    path_of(p, sizeof p, dir, 8, "rank-0.shard");
+    snprintf(q, sizeof q, "%s/rank-0.shard", outside);
+    ok(exists(p) && !exists(q), "the shard is in the real step directory, none in the target");
+
+    /* a checkpoint directory others can write is refused */
+    chmod(dir, 0777);
+    is(commit_one(dir, 9, 0, 0, 64, 9), DDL_ERR_IO, "a directory others can write is refused");
+    ok(strstr(ddl_last_error(), dir) && strstr(ddl_last_error(), "mode 0777") &&
+           strstr(ddl_last_error(), "chmod go-w"),
+       "the error names the path, the mode and the fix: %s", ddl_last_error());
+    is(ddl_ckpt_cleanup(dir, 1), DDL_ERR_IO, "... by cleanup too");
+    is(latest(dir), 8, "latest still names step 8");
+    chmod(dir, 0700);
+
+    /* in a directory like /tmp (writable by all, sticky) a link is not followed */
+    char shared[512];
+    snprintf(shared, sizeof shared, "%s/links/shared", root);
+    mkdir(shared, 0700);
+    chmod(shared, 01777);
+    snprintf(p, sizeof p, "%s/ck", shared);
+    if (symlink(outside, p) < 0)
+        BAIL_OUT("symlink: %s", strerror(errno));
+    snprintf(q, sizeof q, "%s/ck/sub", shared);
+    is(commit_one(q, 1, 0, 0, 64, 1), DDL_ERR_IO, "a link inside a sticky shared directory is "
+       "refused");
+    ok(strstr(ddl_last_error(), "symbolic link") != NULL, "... saying so: %s", ddl_last_error());
+    snprintf(q, sizeof q, "%s/sub", outside);
+    ok(!exists(q), "nothing was made in the link's target");
+}
+
 static void test_async(const char *dir)
 {
     ddl_ckpt_t *ck;
@@ -367,6 +475,7 @@ int main(void)
     snprintf(dir, sizeof dir, "%s/faults", root);
     test_faults(dir);
     snprintf(dir, sizeof dir, "%s/async", root);
+    test_links();
     test_async(dir);
 
     char cmd[600];

@@ -6,9 +6,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "proto.h"
@@ -815,6 +817,44 @@ static void test_fail_summary(void)
            "summary: the whole file, byte for byte");
     snprintf(buf, sizeof buf, "%s/failure-gen2.json.tmp", path);
     ok(access(buf, F_OK) != 0, "no temporary file left");
+    struct stat sb;
+    snprintf(buf, sizeof buf, "%s/failure-gen2.json", path);
+    ok(stat(buf, &sb) == 0 && (sb.st_mode & 0777) == 0600, "the summary is 0600");
+    ok(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0700, "the directory made is 0700");
+
+    /* a link planted where the temporary file used to go is not followed */
+    char secret[160], link[160];
+    snprintf(secret, sizeof secret, "%s/secret", dir);
+    FILE *sf = fopen(secret, "w");
+    if (!sf)
+        BAIL_OUT("cannot create %s", secret);
+    fputs("precious\n", sf);
+    fclose(sf);
+    chmod(secret, 0600);
+    snprintf(link, sizeof link, "%s/failure-gen3.json.tmp", path);
+    if (symlink(secret, link) < 0)
+        BAIL_OUT("symlink: %s", strerror(errno));
+    s.gen = 3;
+    ok(ddl_fail_summary_write(path, &s, &err) == 0, "summary written with a link at its .tmp");
+    f = fopen(secret, "r");
+    n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = '\0';
+    if (f)
+        fclose(f);
+    is_str(buf, "precious\n", "the link's target is not overwritten");
+    snprintf(buf, sizeof buf, "%s/failure-gen3.json", path);
+    ok(lstat(buf, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 0777) == 0600,
+       "the summary is a regular file of mode 0600");
+
+    /* a directory others can write is refused, with its mode and the fix */
+    chmod(path, 0777);
+    s.gen = 4;
+    ok(ddl_fail_summary_write(path, &s, &err) < 0 && strstr(err.text, path) &&
+           strstr(err.text, "mode 0777") && strstr(err.text, "chmod go-w"),
+       "a directory others can write is refused: %s", err.text);
+    snprintf(buf, sizeof buf, "%s/failure-gen4.json", path);
+    ok(access(buf, F_OK) != 0, "... and nothing is written there");
+    s.gen = 2;
     snprintf(buf, sizeof buf, "rm -rf '%s'", dir);
     if (system(buf) != 0)
         diag("cannot remove %s", dir);

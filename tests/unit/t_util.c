@@ -94,8 +94,39 @@ static void test_runtime_dir(void)
         unlink(dir);
     } else
         skip(1, "cannot create a symlink");
-    rmdir(tmpl);
     unsetenv("DDL_RUNTIME_DIR");
+
+    /* the system base (/run/ddl in a temporary place): made by root for the
+     * user, then the first choice */
+    char sys[600], xdg[600];
+    snprintf(sys, sizeof sys, "%s/sys", tmpl);
+    setenv("DDL_SYSTEM_RUNTIME_DIR", sys, 1);
+    snprintf(xdg, sizeof xdg, "%s/xdg", tmpl);
+    mkdir(xdg, 0700);
+    setenv("XDG_RUNTIME_DIR", xdg, 1);
+    ok(ddl_runtime_dir(getuid(), 1, dir, sizeof dir, &err) == 0 && strstr(dir, "/xdg/ddl"),
+       "without a system directory, $XDG_RUNTIME_DIR/ddl: %s", dir);
+    if (geteuid() == 0) {
+        ok(ddl_runtime_dir_prepare(getuid(), getgid(), dir, sizeof dir, &err) == 0,
+           "root prepares the system directory: %s", err.text);
+        ok(stat(sys, &st) == 0 && st.st_uid == 0 && (st.st_mode & 0777) == 0755,
+           "... base 0755, root's");
+        ok(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700, "... the user's 0700");
+        ok(ddl_runtime_dir(getuid(), 1, bad, sizeof bad, &err) == 0 && !strcmp(bad, dir),
+           "then it is the first choice: %s", bad);
+        chmod(sys, 0777);
+        ok(ddl_runtime_dir_prepare(getuid(), getgid(), dir, sizeof dir, &err) < 0 &&
+               strstr(err.text, "mode 0777"), "a base others can write is refused: %s", err.text);
+        ok(ddl_runtime_dir(getuid(), 1, bad, sizeof bad, &err) == 0 && strstr(bad, "/xdg/ddl"),
+           "... and not used");
+        chmod(sys, 0755);
+    } else
+        skip(6, "preparing the system directory needs root");
+    unsetenv("XDG_RUNTIME_DIR");
+    unsetenv("DDL_SYSTEM_RUNTIME_DIR");
+    snprintf(bad, sizeof bad, "rm -rf '%s'", tmpl);
+    if (system(bad) != 0)
+        diag("cannot remove %s", tmpl);
 }
 
 static void test_sockets(void)
@@ -185,8 +216,8 @@ static void test_cpulists(void)
     ok(ddl_bind_check("Auto", &err) == -1, "policies are case-sensitive");
 }
 
-/* ddl_json_str: quotes, backslashes and control characters escaped, other
- * bytes as they are, NULL as "". */
+/* ddl_json_str: quotes, backslashes, control characters, DEL and bytes
+ * from 0x80 escaped, other bytes as they are, NULL as "". */
 static void test_json_str(void)
 {
     char *buf = NULL;
@@ -200,8 +231,8 @@ static void test_json_str(void)
     fputc(' ', f);
     ddl_json_str(f, "");
     fclose(f);
-    is_str(buf, "\"a\\\"b\\\\c\\u000a\\u0009\\u0001\\u001f\x7f \xc3\xa9/\" \"\" \"\"",
-           "ddl_json_str: escapes '\"', '\\\\' and controls; NULL and \"\" are empty strings");
+    is_str(buf, "\"a\\\"b\\\\c\\u000a\\u0009\\u0001\\u001f\\u007f \\u00c3\\u00a9/\" \"\" \"\"",
+           "ddl_json_str: escapes '\"', '\\\\', controls, DEL and non-ASCII bytes; NULL and \"\" are empty strings");
     free(buf);
 }
 
