@@ -1,10 +1,13 @@
 /* fake-agent.c: a hostile "agent" for tests/integration/t0022-file-safety.t.
  *
- *   fake-agent SOCKET LOG
+ *   fake-agent SOCKET LOG [esc]
  *
  * Listens on SOCKET; for each connection, appends "request" to LOG, reads
- * one message and answers with a STATUS whose strings hold terminal escape
- * sequences (ESC, BEL, CSI), as an agent run by another user could.
+ * one message and answers with a STATUS whose strings hold terminal control
+ * sequences, as an agent run by another user could: by default the C1
+ * control CSI (byte 0x9b, which 8-bit terminals obey), which the
+ * wire protocol lets through and `ddl-agent status` must escape; with
+ * `esc`, ESC and BEL sequences, which the decoder refuses as malformed.
  * Prints "ready" once listening; runs until killed.
  */
 #include "config.h"
@@ -21,8 +24,8 @@
 int main(int argc, char **argv)
 {
     ddl_error_t err;
-    if (argc != 3) {
-        fprintf(stderr, "usage: fake-agent SOCKET LOG\n");
+    if (argc != 3 && !(argc == 4 && strcmp(argv[3], "esc") == 0)) {
+        fprintf(stderr, "usage: fake-agent SOCKET LOG [esc]\n");
         return 2;
     }
     int lfd = ddl_sock_listen(argv[1], &err);
@@ -46,10 +49,11 @@ int main(int argc, char **argv)
             ddl_msg_clear(&req);
         memset(&m, 0, sizeof m);
         m.type = DDL_MSG_STATUS;
-        m.u.status.step = "\x1b]0;owned\x07\x1b[2J\x1b[31mEVIL";
-        m.u.status.host = "h\x1b[1A\x9b" "31m";
-        m.u.status.ckpt_dir = "/x\x1b[K";
-        m.u.status.last_failure = "\x1b[5mblink";
+        int esc = argc == 4;
+        m.u.status.step = esc ? "\x1b]0;owned\x07\x1b[2J\x1b[31mEVIL" : "\x9b" "2J\x9b" "31mEVIL";
+        m.u.status.host = esc ? "h\x1b[1A" : "h\x9b" "1A";
+        m.u.status.ckpt_dir = esc ? "/x\x1b[K" : "/x\x9b" "K";
+        m.u.status.last_failure = esc ? "\x1b[5mblink" : "\x9b" "5mblink";
         m.u.status.ckpt_step = -1;
         m.u.status.size = 1;
         m.u.status.nnodes = 1;

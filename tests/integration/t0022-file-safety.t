@@ -87,18 +87,25 @@ as $ATT mkdir -m 700 "$RT/ddl-$AUID"
 setpriv --reuid=$ATT --regid="$(id -g $ATT)" --clear-groups -- \
     "$FAKE_AGENT" "$RT/ddl-$AUID/evil.sock" /dev/null >"$T_TMP/fa1" 2>&1 &
 fa1=$! # setpriv execs: the fake agent's pid
-trap 'kill $fa0 $fa1 2>/dev/null; cleanup_tmp; t_cleanup' EXIT
+setpriv --reuid=$ATT --regid="$(id -g $ATT)" --clear-groups -- \
+    "$FAKE_AGENT" "$RT/ddl-$AUID/evil2.sock" /dev/null esc >"$T_TMP/fa2" 2>&1 &
+fa2=$!
+trap 'kill $fa0 $fa1 $fa2 2>/dev/null; cleanup_tmp; t_cleanup' EXIT
 for n in ddl-link ddl-0 ddl-$AUID.x; do as $ATT ln -s "$T_TMP/rootsock" "$RT/$n"; done
 i=0
-until grep -q ready "$T_TMP/fa0" && grep -q ready "$T_TMP/fa1" || [ $i -ge 50 ]; do
+until grep -q ready "$T_TMP/fa0" && grep -q ready "$T_TMP/fa1" && grep -q ready "$T_TMP/fa2" ||
+    [ $i -ge 50 ]; do
     sleep 0.1
     i=$((i + 1))
 done
 DDL_RUNTIME_DIR="$RT" "$DDL_AGENT" status >"$T_TMP/root.out" 2>&1
 DDL_RUNTIME_DIR="$RT" "$DDL_AGENT" status --json >>"$T_TMP/root.out" 2>&1
-t_is "$(grep -c "$(printf '\033')" "$T_TMP/root.out")" 0 \
-    "root's ddl-agent status prints no escape character an agent sent"
-t_like "$T_TMP/root.out" 'x1b]0;owned' "... but shows it escaped"
+t_is "$(LC_ALL=C grep -c "$(printf '\033\\|\233\\|\177')" "$T_TMP/root.out")" 0 \
+    "root's ddl-agent status prints no control byte (ESC, CSI, DEL) an agent sent"
+t_like "$T_TMP/root.out" 'x9b2J' "... but shows the C1 control escaped (table)"
+t_like "$T_TMP/root.out" 'u009b2J' "... and in JSON"
+t_like "$T_TMP/root.out" "evil2.sock: malformed STATUS message" \
+    "a STATUS whose strings hold ESC is refused by the decoder (malformed)"
 t_is "$(cat "$T_TMP/root.log" 2>/dev/null)" "" \
     "root's ddl-agent status did not follow the ddl-link to another root socket"
 t_done
