@@ -123,3 +123,6 @@ tests/integration/t0016-slurm-torch.log: tests/integration/t0015-slurm-ddl.log
 INTEGRATION_TESTS += tests/integration/t0019-slurm-recovery.t
 tests/integration/t0019-slurm-recovery.log: tests/integration/t0016-slurm-torch.log
 EXTRA_DIST += tests/slurm/lib-cluster.sh
+
+# libFuzzer targets (built with clang when configure finds one).
+include tests/fuzz/local.mk
