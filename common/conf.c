@@ -239,7 +239,7 @@ static int check_values(const char *path, const char *part, const ddl_conf_value
 
 /* ---------------------------------------------------------------- pre-scan
  *
- * libconfuse, in any version, expands ${VAR} (and ${VAR:-default}) from the
+ * libconfuse (3.3, as in Debian 12) expands ${VAR} (and ${VAR:-default}) from the
  * environment of the process that parses (under srun, the user's), lets a
  * repeated key silently replace the first, and takes an unterminated C
  * comment as running to the end of the file.  The same file must mean the
@@ -247,16 +247,16 @@ static int check_values(const char *path, const char *part, const ddl_conf_value
  * lexical rules as libconfuse's lexer (comments, the three kinds of strings
  * and their escapes, the punctuation) and refused, with file and line, for:
  * "${" outside a comment; a key set twice in one section (top level or one
- * partition block); an unterminated comment or string; a NUL byte; a stray
- * '*' or '+'.  The statement structure (key = value, key = {list},
+ * partition block) or written with a backslash escape (it would escape the
+ * check); an unterminated comment or string; a NUL byte; a stray '*' or '+'
+ * (libconfuse drops them).  The statement structure (key = value, key = {list},
  * key += ..., partition NAME { ... }) is followed only to find the keys;
  * at anything else (an unknown key, a syntax error) that stops and
  * libconfuse reports the error. */
 
-static const char *const conf_keys[] = {"heartbeat_interval", "node_timeout", "hang_timeout_min",
-                                        "hang_timeout_max",   "max_restarts", "checkpoint_roots",
-                                        "bind",               "ucx_tls",      "log_level",
-                                        "log_dir"};
+static const char *const conf_keys[] = {
+    "heartbeat_interval", "node_timeout", "hang_timeout_min", "hang_timeout_max", "max_restarts",
+    "checkpoint_roots",   "bind",         "ucx_tls",          "log_level",        "log_dir"};
 #define N_KEYS (sizeof conf_keys / sizeof conf_keys[0])
 
 enum { T_EOF, T_ERR, T_STR, T_LBRACE, T_RBRACE, T_PUNCT, T_EQ, T_COMMA };
@@ -272,7 +272,8 @@ typedef struct {
     int escaped; /* the T_STR had a backslash escape */
 } scan_t;
 
-static int scan_fail(scan_t *sc, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int scan_fail(scan_t *sc, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int scan_fail(scan_t *sc, int line, const char *fmt, ...)
 {
     char msg[400];
@@ -355,8 +356,9 @@ static int scan_next(scan_t *sc)
             size_t from = sc->i;
             for (sc->i += 2;; sc->i++) {
                 if (sc->i + 1 >= sc->len)
-                    return scan_fail(sc, start, "unterminated comment: the '/*' opened here has "
-                                                "no '*/'");
+                    return scan_fail(sc, start,
+                                     "unterminated comment: the '/*' opened here has "
+                                     "no '*/'");
                 if (s[sc->i] == '\n')
                     sc->line++;
                 else if (s[sc->i] == '*' && s[sc->i + 1] == '/')
@@ -368,9 +370,11 @@ static int scan_next(scan_t *sc)
             return scan_quoted(sc, c);
         } else if (c == '{' || c == '}' || c == '(' || c == ')' || c == '=' || c == ',') {
             sc->i++;
-            return c == '{' ? T_LBRACE : c == '}' ? T_RBRACE : c == '=' ? T_EQ
-                                                             : c == ',' ? T_COMMA
-                                                                        : T_PUNCT;
+            return c == '{'   ? T_LBRACE
+                   : c == '}' ? T_RBRACE
+                   : c == '=' ? T_EQ
+                   : c == ',' ? T_COMMA
+                              : T_PUNCT;
         } else if (c == '+' && c1 == '=') {
             sc->i += 2;
             return T_EQ;
@@ -412,8 +416,7 @@ static int key_index(const char *k)
  * libconfuse 3.3 counts one line too many at the end of each comment
  * (two for a '#' comment), which made its line numbers wrong after the
  * first comment; without comments it counts right. */
-static int conf_prescan(const char *name, const char *text, size_t len, char *out,
-                        ddl_error_t *err)
+static int conf_prescan(const char *name, const char *text, size_t len, char *out, ddl_error_t *err)
 {
     enum { S_KEY, S_TITLE, S_OPEN, S_ASSIGN, S_VALUE, S_LIST, S_SEP, S_DONE } st = S_KEY;
     scan_t sc = {.name = name, .s = text, .out = out, .len = len, .line = 1, .err = err};

@@ -32,8 +32,8 @@ typedef struct {
     char bind[256];
 } ddl_spank_opts_t;
 
-#define DDL_SPANK_OPTS_INIT                                                                   \
-    {                                                                                         \
+#define DDL_SPANK_OPTS_INIT                                                                    \
+    {                                                                                          \
         .restarts = -1, .spares = -1, .min_nodes = -1, .heartbeat_s = -1, .hang_timeout_s = -1 \
     }
 
