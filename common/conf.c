@@ -243,6 +243,251 @@ static int check_values(const char *path, const char *part, const ddl_conf_value
     return 0;
 }
 
+/* ---------------------------------------------------------------- pre-scan
+ *
+ * libconfuse (3.3, as in Debian 12) expands ${VAR} (and ${VAR:-default}) from the
+ * environment of the process that parses (under srun, the user's), lets a
+ * repeated key silently replace the first, and takes an unterminated C
+ * comment as running to the end of the file.  The same file must mean the
+ * same to srun and slurmstepd, so the text is scanned first with the same
+ * lexical rules as libconfuse's lexer (comments, the three kinds of strings
+ * and their escapes, the punctuation) and refused, with file and line, for:
+ * "${" outside a comment; a key set twice in one section (top level or one
+ * partition block) or written with a backslash escape (it would escape the
+ * check); an unterminated comment or string; a NUL byte; a stray '*' or '+'
+ * (libconfuse drops them).  The statement structure (key = value, key = {list},
+ * key += ..., partition NAME { ... }) is followed only to find the keys;
+ * at anything else (an unknown key, a syntax error) that stops and
+ * libconfuse reports the error. */
+
+static const char *const conf_keys[] = {
+    "heartbeat_interval", "node_timeout", "hang_timeout_min", "hang_timeout_max", "max_restarts",
+    "checkpoint_roots",   "bind",         "ucx_tls",          "log_level",        "log_dir"};
+#define N_KEYS (sizeof conf_keys / sizeof conf_keys[0])
+
+enum { T_EOF, T_ERR, T_STR, T_LBRACE, T_RBRACE, T_PUNCT, T_EQ, T_COMMA };
+
+typedef struct {
+    const char *name, *s;
+    char *out; /* a copy of s with the comments blanked, or NULL */
+    size_t len, i;
+    int line;
+    ddl_error_t *err;
+    char tok[32]; /* a T_STR's text, if it is short enough to be a key */
+    int tok_line;
+    int escaped; /* the T_STR had a backslash escape */
+} scan_t;
+
+static int scan_fail(scan_t *sc, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int scan_fail(scan_t *sc, int line, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ddl_errprintf(sc->err, "%s:%d: %s", sc->name, line, msg);
+    return T_ERR;
+}
+
+/* blank: replace s[from, to) in the copy with spaces, keeping newlines. */
+static void blank(scan_t *sc, size_t from, size_t to)
+{
+    for (size_t j = from; sc->out && j < to; j++)
+        if (sc->out[j] != '\n')
+            sc->out[j] = ' ';
+}
+
+static int scan_env(scan_t *sc)
+{
+    return scan_fail(sc, sc->line,
+                     "'${' here would be replaced from the environment of whichever process "
+                     "reads the file (srun runs as the user): ddl.conf does not expand variables; "
+                     "write the value itself");
+}
+
+/* scan_quoted: a string from its opening quote q; escapes as libconfuse
+ * reads them (a backslash takes the next character along). */
+static int scan_quoted(scan_t *sc, char q)
+{
+    int start = sc->line;
+    size_t n = 0;
+    sc->escaped = 0;
+    for (sc->i++; sc->i < sc->len; sc->i++) {
+        char c = sc->s[sc->i];
+        if (c == q) {
+            sc->i++;
+            sc->tok[n < sizeof sc->tok ? n : 0] = '\0';
+            return T_STR;
+        }
+        if (c == '\\' && sc->i + 1 < sc->len) {
+            if (sc->s[++sc->i] == '\n')
+                sc->line++;
+            sc->escaped = 1;
+            continue;
+        }
+        if (c == '\n')
+            sc->line++;
+        else if (c == '$' && sc->i + 1 < sc->len && sc->s[sc->i + 1] == '{')
+            return scan_env(sc);
+        if (n < sizeof sc->tok - 1)
+            sc->tok[n++] = c;
+        else
+            n = sizeof sc->tok;
+    }
+    return scan_fail(sc, start, "unterminated string: the %c opened here is never closed", q);
+}
+
+/* scan_next: the next token, T_EOF at the end, T_ERR with sc->err set. */
+static int scan_next(scan_t *sc)
+{
+    while (sc->i < sc->len) {
+        const char *s = sc->s;
+        char c = s[sc->i];
+        char c1 = sc->i + 1 < sc->len ? s[sc->i + 1] : '\0';
+        sc->tok_line = sc->line;
+        if (c == ' ' || c == '\t' || c == '\r') {
+            sc->i++;
+        } else if (c == '\n') {
+            sc->line++;
+            sc->i++;
+        } else if (c == '#' || (c == '/' && c1 == '/')) {
+            size_t from = sc->i;
+            while (sc->i < sc->len && s[sc->i] != '\n')
+                sc->i++;
+            blank(sc, from, sc->i);
+        } else if (c == '/' && c1 == '*') {
+            int start = sc->line;
+            size_t from = sc->i;
+            for (sc->i += 2;; sc->i++) {
+                if (sc->i + 1 >= sc->len)
+                    return scan_fail(sc, start,
+                                     "unterminated comment: the '/*' opened here has "
+                                     "no '*/'");
+                if (s[sc->i] == '\n')
+                    sc->line++;
+                else if (s[sc->i] == '*' && s[sc->i + 1] == '/')
+                    break;
+            }
+            sc->i += 2;
+            blank(sc, from, sc->i);
+        } else if (c == '"' || c == '\'') {
+            return scan_quoted(sc, c);
+        } else if (c == '{' || c == '}' || c == '(' || c == ')' || c == '=' || c == ',') {
+            sc->i++;
+            return c == '{'   ? T_LBRACE
+                   : c == '}' ? T_RBRACE
+                   : c == '=' ? T_EQ
+                   : c == ',' ? T_COMMA
+                              : T_PUNCT;
+        } else if (c == '+' && c1 == '=') {
+            sc->i += 2;
+            return T_EQ;
+        } else if (c == '\0') {
+            return scan_fail(sc, sc->line, "a NUL byte: this is not a text file");
+        } else if (c == '*' || c == '+') {
+            return scan_fail(sc, sc->line, "unexpected '%c'", c);
+        } else {
+            /* an unquoted string: up to a blank or punctuation */
+            size_t n = 0;
+            sc->escaped = 0;
+            for (; sc->i < sc->len && !strchr(" #\"'\t\n\r={}()+,*", s[sc->i]); sc->i++) {
+                if (s[sc->i] == '\0')
+                    return scan_fail(sc, sc->line, "a NUL byte: this is not a text file");
+                if (s[sc->i] == '$' && sc->i + 1 < sc->len && s[sc->i + 1] == '{')
+                    return scan_env(sc);
+                if (n < sizeof sc->tok - 1)
+                    sc->tok[n++] = s[sc->i];
+                else
+                    n = sizeof sc->tok;
+            }
+            sc->tok[n < sizeof sc->tok ? n : 0] = '\0';
+            return T_STR;
+        }
+    }
+    return T_EOF;
+}
+
+static int key_index(const char *k)
+{
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (strcmp(k, conf_keys[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* conf_prescan: 0 if text passes the checks above, else -1 with err.
+ * Also writes to out (len bytes) the text with its comments blanked:
+ * libconfuse 3.3 counts one line too many at the end of each comment
+ * (two for a '#' comment), which made its line numbers wrong after the
+ * first comment; without comments it counts right. */
+static int conf_prescan(const char *name, const char *text, size_t len, char *out, ddl_error_t *err)
+{
+    enum { S_KEY, S_TITLE, S_OPEN, S_ASSIGN, S_VALUE, S_LIST, S_SEP, S_DONE } st = S_KEY;
+    scan_t sc = {.name = name, .s = text, .out = out, .len = len, .line = 1, .err = err};
+    memcpy(out, text, len);
+    /* the line where each key was set, 0: not yet; at the top level, in the section */
+    int top[N_KEYS] = {0}, sect[N_KEYS] = {0};
+    int depth = 0, k, t;
+    while ((t = scan_next(&sc)) != T_EOF) {
+        if (t == T_ERR)
+            return -1;
+        switch (st) {
+        case S_KEY:
+            if (t == T_RBRACE && depth > 0) {
+                depth = 0;
+            } else if (t == T_STR && sc.escaped) {
+                ddl_errprintf(err, "%s:%d: a key written with a backslash escape: write it plainly",
+                              name, sc.tok_line);
+                return -1;
+            } else if (t == T_STR && depth == 0 && strcmp(sc.tok, "partition") == 0) {
+                st = S_TITLE;
+            } else if (t == T_STR && (k = key_index(sc.tok)) >= 0) {
+                int *seen = depth ? sect : top;
+                if (seen[k]) {
+                    ddl_errprintf(err,
+                                  "%s:%d: %s is set a second time (first on line %d): each key "
+                                  "may be set once at the top level and once in each partition "
+                                  "section",
+                                  name, sc.tok_line, conf_keys[k], seen[k]);
+                    return -1;
+                }
+                seen[k] = sc.tok_line;
+                st = S_ASSIGN;
+            } else {
+                st = S_DONE; /* libconfuse's error */
+            }
+            break;
+        case S_TITLE:
+            st = t == T_STR ? S_OPEN : S_DONE;
+            break;
+        case S_OPEN:
+            st = t == T_LBRACE ? S_KEY : S_DONE;
+            if (t == T_LBRACE) {
+                depth = 1;
+                memset(sect, 0, sizeof sect);
+            }
+            break;
+        case S_ASSIGN:
+            st = t == T_EQ ? S_VALUE : S_DONE;
+            break;
+        case S_VALUE:
+            st = t == T_LBRACE ? S_LIST : t == T_STR ? S_KEY : S_DONE;
+            break;
+        case S_LIST:
+            st = t == T_RBRACE ? S_KEY : t == T_STR ? S_SEP : S_DONE;
+            break;
+        case S_SEP:
+            st = t == T_COMMA ? S_LIST : t == T_RBRACE ? S_KEY : S_DONE;
+            break;
+        case S_DONE:
+            break;
+        }
+    }
+    return 0;
+}
+
 void ddl_conf_free(ddl_conf_t *conf)
 {
     if (!conf)
@@ -262,7 +507,7 @@ void ddl_conf_free(ddl_conf_t *conf)
     errno = saved;
 }
 
-ddl_conf_t *ddl_conf_load(const char *path, ddl_error_t *err)
+ddl_conf_t *ddl_conf_parse(const char *path, const char *text, size_t len, ddl_error_t *err)
 {
     cfg_opt_t part_opts[] = {DDL_CONF_KEYS(CFGF_NODEFAULT), CFG_END()};
     cfg_opt_t opts[] = {
@@ -272,47 +517,52 @@ ddl_conf_t *ddl_conf_load(const char *path, ddl_error_t *err)
         CFG_END(),
     };
     ddl_error_t local;
+    char *clean = malloc(len ? len : 1);
+    if (!clean) {
+        errno = ENOMEM;
+        ddl_errprintf(err, "%s: out of memory", path);
+        return NULL;
+    }
+    if (conf_prescan(path, text, len, clean, err) < 0) {
+        free(clean);
+        errno = EINVAL;
+        return NULL;
+    }
     ddl_conf_t *conf = calloc(1, sizeof *conf);
     if (!conf || !(conf->path = strdup(path))) {
         free(conf);
+        free(clean);
         errno = ENOMEM;
         ddl_errprintf(err, "%s: out of memory", path);
         return NULL;
     }
     conf->cfg = cfg_init(opts, CFGF_NONE);
-    if (!conf->cfg) {
-        ddl_conf_free(conf);
-        errno = ENOMEM;
-        ddl_errprintf(err, "%s: out of memory", path);
-        return NULL;
-    }
+    if (!conf->cfg)
+        goto nomem;
     cfg_set_error_function(conf->cfg, conf_errfunc);
     set_validators(conf->cfg);
+    /* the name in libconfuse's messages (cfg_parse would expand a '~' in it) */
+    free(conf->cfg->filename);
+    if (!(conf->cfg->filename = strdup(path)))
+        goto nomem;
 
-    /* libconfuse reports a missing file without a message: check first. */
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        int e = errno;
-        ddl_errprintf(err, "%s: %s", path, strerror(e));
-        ddl_conf_free(conf);
-        errno = e;
-        return NULL;
-    }
-    fclose(f);
-
-    conf_err = err ? err : &local;
-    conf_err_set = 0;
-    conf_err->text[0] = '\0';
-    int rc = cfg_parse(conf->cfg, path);
-    conf_err = NULL;
-    if (rc != CFG_SUCCESS) {
-        int e = rc == CFG_FILE_ERROR ? (errno ? errno : EIO) : EINVAL;
-        if (!conf_err_set || (err && err->text[0] == '\0'))
-            ddl_errprintf(err, "%s: %s", path,
-                          rc == CFG_FILE_ERROR ? strerror(e) : "invalid configuration");
-        ddl_conf_free(conf);
-        errno = e;
-        return NULL;
+    if (len > 0) {
+        FILE *f = fmemopen(clean, len, "r");
+        if (!f)
+            goto nomem;
+        conf_err = err ? err : &local;
+        conf_err_set = 0;
+        conf_err->text[0] = '\0';
+        int rc = cfg_parse_fp(conf->cfg, f);
+        conf_err = NULL;
+        fclose(f);
+        free(clean);
+        clean = NULL;
+        if (rc != CFG_SUCCESS) {
+            if (!conf_err_set || (err && err->text[0] == '\0'))
+                ddl_errprintf(err, "%s: invalid configuration", path);
+            goto invalid;
+        }
     }
 
     if (resolve(conf->cfg, NULL, &conf->global) < 0)
@@ -336,17 +586,58 @@ ddl_conf_t *ddl_conf_load(const char *path, ddl_error_t *err)
         if (check_values(path, p->name, &p->v, err) < 0)
             goto invalid;
     }
+    free(clean);
     return conf;
 
 nomem:
+    free(clean);
     ddl_conf_free(conf);
     errno = ENOMEM;
     ddl_errprintf(err, "%s: out of memory", path);
     return NULL;
 invalid:
+    free(clean);
     ddl_conf_free(conf);
     errno = EINVAL;
     return NULL;
+}
+
+/* The largest file read: a ddl.conf is a few kilobytes. */
+#define CONF_MAX_BYTES (1u << 20)
+
+ddl_conf_t *ddl_conf_load(const char *path, ddl_error_t *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        int e = errno;
+        ddl_errprintf(err, "%s: %s", path, strerror(e));
+        errno = e;
+        return NULL;
+    }
+    char *text = malloc(CONF_MAX_BYTES + 1);
+    if (!text) {
+        fclose(f);
+        errno = ENOMEM;
+        ddl_errprintf(err, "%s: out of memory", path);
+        return NULL;
+    }
+    size_t len = fread(text, 1, CONF_MAX_BYTES + 1, f);
+    int e = ferror(f) ? (errno ? errno : EIO) : 0;
+    fclose(f);
+    if (e || len > CONF_MAX_BYTES) {
+        if (e)
+            ddl_errprintf(err, "%s: %s", path, strerror(e));
+        else
+            ddl_errprintf(err, "%s: larger than %u bytes: not a ddl.conf", path, CONF_MAX_BYTES);
+        free(text);
+        errno = e ? e : EFBIG;
+        return NULL;
+    }
+    ddl_conf_t *conf = ddl_conf_parse(path, text, len, err);
+    e = errno;
+    free(text);
+    errno = e;
+    return conf;
 }
 
 const char *ddl_conf_path(const ddl_conf_t *conf)

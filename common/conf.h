@@ -2,7 +2,11 @@
  *
  * The file is read with libconfuse, strictly: an unknown key, a value of the
  * wrong type or out of range, or a malformed line is an error whose message
- * names the file and line.  Top-level keys set the site's defaults and
+ * names the file and line.  So that the file means the same to every process
+ * that reads it (srun as the user, slurmstepd as root), these are errors
+ * too: "${" outside a comment (libconfuse would substitute the reader's
+ * environment), a key set twice in one section (the second would silently
+ * win), an unterminated comment or string.  Top-level keys set the site's defaults and
  * limits; `partition NAME { ... }` sections override any of them for the
  * jobs of one Slurm partition.  The keys, their defaults and ranges are
  * listed once, in the option table of conf.c, and in etc/ddl.conf.
@@ -44,6 +48,11 @@ typedef struct ddl_conf ddl_conf_t;
  * EACCES... for an unreadable file, EINVAL for an invalid one, ENOMEM) and
  * a message "PATH:LINE: ..." (or "PATH: ...") in err. */
 ddl_conf_t *ddl_conf_load(const char *path, ddl_error_t *err);
+
+/* ddl_conf_parse: the same from len bytes of text (not necessarily
+ * NUL-terminated, not kept), path naming it in messages and for
+ * ddl_conf_path.  NULL with errno EINVAL or ENOMEM and err. */
+ddl_conf_t *ddl_conf_parse(const char *path, const char *text, size_t len, ddl_error_t *err);
 
 /* ddl_conf_free: release conf (NULL is fine); preserves errno. */
 void ddl_conf_free(ddl_conf_t *conf);

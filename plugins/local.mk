@@ -7,8 +7,8 @@
 spankdir = $(libdir)/slurm
 if HAVE_SLURM
 spank_LTLIBRARIES = plugins/spank_ddl.la
-plugins_spank_ddl_la_SOURCES = plugins/spank_ddl.c common/conf.c common/conf.h \
-                               common/util.c common/util.h
+plugins_spank_ddl_la_SOURCES = plugins/spank_ddl.c plugins/spank_opts.c plugins/spank_opts.h \
+                               common/conf.c common/conf.h common/util.c common/util.h
 plugins_spank_ddl_la_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CPPFLAGS)
 plugins_spank_ddl_la_CFLAGS = $(AM_CFLAGS) $(CONFUSE_CFLAGS)
 plugins_spank_ddl_la_LIBADD = $(CONFUSE_LIBS)
@@ -17,3 +17,6 @@ plugins_spank_ddl_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
 EXTRA_plugins_spank_ddl_la_DEPENDENCIES = $(top_srcdir)/plugins/spank_ddl.lds
 endif
 EXTRA_DIST += plugins/spank_ddl.lds
+# spank_opts.c is also compiled, without Slurm, by the fuzz target
+# tests/fuzz/fuzz_args.c: distributed even when the plugin is not built.
+EXTRA_DIST += plugins/spank_opts.c plugins/spank_opts.h

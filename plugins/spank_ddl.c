@@ -37,31 +37,13 @@
 
 #include "conf.h"
 #include "ddl_limits.h"
+#include "spank_opts.h"
 #include "util.h"
 
 SPANK_PLUGIN(ddl, 1);
 
-enum {
-    OPT_DDL = 1,
-    OPT_CHECKPOINT_DIR,
-    OPT_RESTARTS,
-    OPT_SPARES,
-    OPT_MIN_NODES,
-    OPT_HEARTBEAT,
-    OPT_HANG_TIMEOUT,
-    OPT_BIND,
-    OPT_VERBOSE,
-};
-
-/* The user's options; -1 or NULL: not given. */
-static struct {
-    int enabled;
-    int verbose;
-    long restarts, spares, min_nodes, heartbeat_s, hang_timeout_s;
-    char checkpoint_dir[PATH_MAX];
-    char bind[256];
-} ddl_opt = {.restarts = -1, .spares = -1, .min_nodes = -1, .heartbeat_s = -1,
-             .hang_timeout_s = -1};
+/* The user's options. */
+static ddl_spank_opts_t ddl_opt = DDL_SPANK_OPTS_INIT;
 
 static char ddl_conf_file[PATH_MAX] = DDL_CONF_DEFAULT_PATH;
 static char ddl_launch_path[PATH_MAX] = DDL_LIBEXECDIR "/ddl-launch";
@@ -69,64 +51,16 @@ static ddl_conf_t *ddl_conf;
 static ddl_error_t ddl_conf_err;
 static int ddl_skip_step; /* batch or extern step: nothing to do */
 
-static int opt_number(const char *name, const char *arg, long min, long max, const char *what,
-                      long *out)
+static int opt_cb(int val, const char *arg, int remote)
 {
-    if (!arg || ddl_parse_long(arg, min, max, out) < 0) {
-        slurm_error("ddl: --%s: '%s' is not a %s (%ld-%ld)", name, arg ? arg : "", what, min, max);
+    char msg[DDL_SPANK_MSG_LEN];
+    (void)remote;
+    if (ddl_spank_opt_parse(&ddl_opt, val, arg, msg, sizeof msg) < 0) {
+        if (msg[0])
+            slurm_error("ddl: %s", msg);
         return -1;
     }
     return 0;
-}
-
-static int opt_cb(int val, const char *arg, int remote)
-{
-    static const ddl_conf_values_t any_root; /* no roots: only the path's form is checked */
-    ddl_error_t bind_err = {""};
-    (void)remote;
-    switch (val) {
-    case OPT_DDL:
-        ddl_opt.enabled = 1;
-        return 0;
-    case OPT_VERBOSE:
-        ddl_opt.verbose = 1;
-        return 0;
-    case OPT_RESTARTS:
-        return opt_number("ddl-restarts", arg, 0, DDL_MAX_RESTARTS, "number", &ddl_opt.restarts);
-    case OPT_SPARES:
-        return opt_number("ddl-spares", arg, 0, DDL_MAX_NODES, "number of nodes", &ddl_opt.spares);
-    case OPT_MIN_NODES:
-        return opt_number("ddl-min-nodes", arg, 0, DDL_MAX_NODES, "number of nodes",
-                          &ddl_opt.min_nodes);
-    case OPT_HEARTBEAT:
-        return opt_number("ddl-heartbeat", arg, DDL_HEARTBEAT_MIN_S, DDL_HEARTBEAT_MAX_S,
-                          "number of seconds", &ddl_opt.heartbeat_s);
-    case OPT_HANG_TIMEOUT:
-        return opt_number("ddl-hang-timeout", arg, 1, DDL_HANG_TIMEOUT_MAX_S, "number of seconds",
-                          &ddl_opt.hang_timeout_s);
-    case OPT_CHECKPOINT_DIR:
-        if (!arg || strlen(arg) >= sizeof ddl_opt.checkpoint_dir ||
-            !ddl_conf_checkpoint_allowed(&any_root, arg)) {
-            slurm_error("ddl: --ddl-checkpoint-dir: '%s' is not an absolute path without '.' "
-                        "or '..'",
-                        arg ? arg : "");
-            return -1;
-        }
-        snprintf(ddl_opt.checkpoint_dir, sizeof ddl_opt.checkpoint_dir, "%s", arg);
-        return 0;
-    case OPT_BIND:
-        if (!arg || strlen(arg) >= sizeof ddl_opt.bind || ddl_bind_check(arg, &bind_err) < 0) {
-            slurm_error("ddl: --ddl-bind: '%s' is not auto, none or CPU lists separated by ':' "
-                        "(like 0-3:4-7)%s%s",
-                        arg ? arg : "", arg && strlen(arg) < sizeof ddl_opt.bind ? ": " : "",
-                        arg && strlen(arg) < sizeof ddl_opt.bind ? bind_err.text : "");
-            return -1;
-        }
-        snprintf(ddl_opt.bind, sizeof ddl_opt.bind, "%s", arg);
-        return 0;
-    default:
-        return -1;
-    }
 }
 
 static struct spank_option ddl_options[] = {

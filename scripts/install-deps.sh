@@ -1,7 +1,8 @@
 #!/bin/sh
 # install-deps.sh: install the Debian 12 packages ddl needs to build, test
-# and run its examples.  Idempotent, non-interactive; run as root.  Skips
-# apt-get entirely when everything is already installed.
+# and run its examples (clang and libclang-rt-14-dev: the libFuzzer targets
+# of tests/fuzz).  Idempotent, non-interactive; run as root.  Skips apt-get
+# entirely when everything is already installed.
 set -eu
 
 PACKAGES="
@@ -11,6 +12,7 @@ libhwloc-dev hwloc-nox
 libconfuse-dev
 libssl-dev
 zlib1g-dev
+clang libclang-rt-14-dev
 libpmix-dev
 openmpi-bin libopenmpi-dev
 slurm-wlm slurmctld slurmd slurm-client libslurm-dev munge

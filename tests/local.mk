@@ -100,7 +100,7 @@ tests_unit_t_conf_LDADD = common/libddlnode.la common/libddlcommon.la
 if HAVE_SLURM
 check_PROGRAMS += tests/unit/t_spank_opts
 TESTS += tests/unit/t_spank_opts
-tests_unit_t_spank_opts_SOURCES = tests/unit/t_spank_opts.c tests/tap.h
+tests_unit_t_spank_opts_SOURCES = tests/unit/t_spank_opts.c plugins/spank_opts.c tests/tap.h
 tests_unit_t_spank_opts_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CPPFLAGS)
 tests_unit_t_spank_opts_CFLAGS = $(AM_CFLAGS) $(CONFUSE_CFLAGS)
 tests_unit_t_spank_opts_LDADD = common/libddlnode.la common/libddlcommon.la
@@ -165,3 +165,6 @@ check_PROGRAMS += tests/helpers/fake-agent
 tests_helpers_fake_agent_SOURCES = tests/helpers/fake-agent.c
 tests_helpers_fake_agent_LDADD = common/libddlcommon.la
 INTEGRATION_TESTS += tests/integration/t0022-file-safety.t
+
+# libFuzzer targets (built with clang when configure finds one).
+include tests/fuzz/local.mk

@@ -1,7 +1,9 @@
 /* t_conf.c: the administrator's configuration reader (common/conf.c): every
  * default, a good file, per-partition overrides, and the messages (with
  * file and line) for an unknown key, a bad value, a value out of range,
- * rules across keys and a missing file; also the checkpoint-root rule. */
+ * rules across keys and a missing file; also the checkpoint-root rule, and
+ * what makes the file mean the same to every reader: no environment
+ * expansion, no key set twice, no unterminated comment or string. */
 #include "config.h"
 
 #include <errno.h>
@@ -199,7 +201,7 @@ static void test_errors(void)
     ok(strncmp(m, path, strlen(path)) == 0 && strstr(m, ":3: ") && strstr(m, "'a'"),
        "a partition defined twice (%s)", m);
 
-    m = load_err("max_restarts = 3\nmax_restarts = {\n", &e);
+    m = load_err("max_restarts = 3\nnode_timeout = {\n", &e);
     ok(strncmp(m, path, strlen(path)) == 0 && strstr(m, ":2: "), "a syntax error (%s)", m);
 
     ddl_error_t err;
@@ -211,6 +213,89 @@ static void test_errors(void)
     is_str(err.text, want, "... and its path in the message");
 }
 
+/* The checks that make the file mean the same in srun (the user's
+ * environment) and in slurmstepd. */
+static void test_same_for_all(void)
+{
+    char want[600];
+    int e;
+    const char *m;
+
+    setenv("DDL_T_ROOT", "/", 1);
+    m = load_err("max_restarts = 3\ncheckpoint_roots = {\"${DDL_T_ROOT}\"}\n", &e);
+    ok(strncmp(m, path, strlen(path)) == 0 && strstr(m, ":2: '${' ") &&
+           strstr(m, "does not expand"),
+       "'${VAR}' in a string is refused, with file and line (%s)", m);
+    is(e, EINVAL, "... errno EINVAL");
+    m = load_err("log_dir = ${DDL_T_ROOT}\n", &e);
+    ok(strstr(m, ":1: '${' ") != NULL, "... unquoted too (%s)", m);
+    m = load_err("partition p {\n  log_dir = '/a/${DDL_T_ROOT}'\n}\n", &e);
+    ok(strstr(m, ":2: '${' ") != NULL, "... single-quoted, in a section too (%s)", m);
+    m = load_err("log_dir = \"/a/${DDL_T_ROOT:-/b}\"\n", &e);
+    ok(strstr(m, ":1: '${' ") != NULL, "... with a default value too (%s)", m);
+    m = load_err("# ${HOME} is not expanded\nlog_dir = \"/a/\\${b}$\"\n", &e);
+    is_str(m, "(loaded)", "'${' in a comment, and an escaped '\\${', are fine");
+
+    m = load_err("checkpoint_roots = {\"/scratch\"}\nmax_restarts = 3\ncheckpoint_roots = {}\n",
+                 &e);
+    snprintf(want, sizeof want,
+             "%s:3: checkpoint_roots is set a second time (first on line 1): each key may be set "
+             "once at the top level and once in each partition section",
+             path);
+    is_str(m, want, "a key set twice: refused, with both lines");
+    is(e, EINVAL, "... errno EINVAL");
+    m = load_err("checkpoint_roots = {\"/scratch\"}\ncheckpoint_roots += {\"/\"}\n", &e);
+    ok(strstr(m, ":2: checkpoint_roots is set a second time (first on line 1)") != NULL,
+       "... appending with += too (%s)", m);
+    m = load_err("max_restarts = 3\n\"max_restarts\" = 4\n", &e);
+    ok(strstr(m, ":2: max_restarts is set a second time") != NULL, "... a quoted key too (%s)",
+       m);
+    m = load_err("max_restarts = 3\n\"max_\\x72estarts\" = 4\n", &e);
+    ok(strstr(m, ":2: a key written with a backslash escape") != NULL,
+       "a key written with an escape is refused (%s)", m);
+    m = load_err("partition gpu {\n  bind = \"auto\"\n\n  bind = \"none\"\n}\n", &e);
+    ok(strstr(m, ":4: bind is set a second time (first on line 2)") != NULL,
+       "... twice in one partition section (%s)", m);
+    m = load_err("max_restarts = 3\npartition p {\n  max_restarts = 4\n}\nmax_restarts = 5\n", &e);
+    ok(strstr(m, ":5: max_restarts is set a second time (first on line 1)") != NULL,
+       "... at the top level, before and after a section (%s)", m);
+    m = load_err("max_restarts = 3\npartition p {\n  max_restarts = 4\n}\n"
+                 "partition q {\n  max_restarts = 5\n}\n",
+                 &e);
+    is_str(m, "(loaded)", "the same key at the top level and in two sections is fine");
+
+    m = load_err("max_restarts = 3\n/* the rest\n   is a comment\ncheckpoint_roots = {\"/\"}\n", &e);
+    snprintf(want, sizeof want, "%s:2: unterminated comment: the '/*' opened here has no '*/'",
+             path);
+    is_str(m, want, "an unterminated comment: refused, with the line it opens on");
+    m = load_err("/* a\n * b */ max_restarts = 3 /**/\n/* c */\nheartbeat = 2\n", &e);
+    snprintf(want, sizeof want, "%s:4: no such option 'heartbeat'", path);
+    is_str(m, want, "closed comments are fine, and lines are counted through them");
+    m = load_err("# one\n# two\n// three\n\nheartbeat = 2\n", &e);
+    snprintf(want, sizeof want, "%s:5: no such option 'heartbeat'", path);
+    is_str(m, want, "... and through one-line comments");
+    m = load_err("max_restarts = 3\nlog_dir = \"/var/log\n", &e);
+    ok(strstr(m, ":2: unterminated string") != NULL, "an unterminated string (%s)", m);
+    m = load_err("max_restarts = 3 *\n", &e);
+    ok(strstr(m, ":1: unexpected '*'") != NULL, "a stray '*' (%s)", m);
+
+    ddl_error_t err;
+    static const char text[] = "max_restarts = 7\nbind = none\0garbage";
+    errno = 0;
+    ddl_conf_t *c = ddl_conf_parse("mem.conf", text, sizeof text - 9, &err);
+    ok(c && ddl_conf_get(c, NULL)->max_restarts == 7 &&
+           strcmp(ddl_conf_get(c, NULL)->bind, "none") == 0 &&
+           strcmp(ddl_conf_path(c), "mem.conf") == 0,
+       "ddl_conf_parse reads len bytes of text (%s)", c ? "" : err.text);
+    ddl_conf_free(c);
+    c = ddl_conf_parse("mem.conf", text, sizeof text, &err);
+    ok(!c && errno == EINVAL && strcmp(err.text, "mem.conf:2: a NUL byte: this is not a text file") == 0,
+       "... a NUL byte is refused (%s)", err.text);
+    c = ddl_conf_parse("mem.conf", "", 0, &err);
+    ok(c && ddl_conf_get(c, NULL)->max_restarts == 10, "... empty text: the defaults");
+    ddl_conf_free(c);
+}
+
 int main(void)
 {
     plan(NO_PLAN);
@@ -220,6 +305,7 @@ int main(void)
     test_defaults();
     test_good();
     test_errors();
+    test_same_for_all();
     unlink(path);
     rmdir(dir);
     return done_testing();
