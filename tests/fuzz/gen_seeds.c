@@ -3,7 +3,8 @@
  * Not built by make; to regenerate, from the top of the source tree, with
  * a configured build in build/:
  *   cc -Ibuild -Icommon tests/fuzz/gen_seeds.c common/proto.c common/util.c \
- *      common/log.c -o /tmp/gen_seeds && /tmp/gen_seeds tests/fuzz/corpus/proto */
+ *      common/log.c common/safefile.c -o /tmp/gen_seeds && \
+ *      /tmp/gen_seeds tests/fuzz/corpus/proto */
 #include "config.h"
 
 #include <stdio.h>
@@ -117,6 +118,10 @@ int main(int argc, char **argv)
                           .node_rank = node_rank,
                           .master = "10.0.0.1"}},
         {.type = DDL_MSG_ROSTER, .u.roster = {.nnodes = 3, .addr = addr}},
+        {.type = DDL_MSG_PEER_AUTH,
+         .u.peer_auth = {.step = "42.0", .node_id = 1, .host = "n2", .listen = "10.0.0.2:7001",
+                         .nonce = {1, 2, 3}, .mac = {4, 5, 6}}},
+        {.type = DDL_MSG_PEER_WELCOME, .u.peer_welcome = {.node_id = 0, .nonce = {7}, .mac = {8}}},
     };
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
         char name[64];
