@@ -19,6 +19,10 @@
  * nobody else) and works relative to that descriptor with O_NOFOLLOW:
  * directories are made 0700, files 0600, temporary files get unpredictable
  * names, and cleanup never follows a symbolic link.
+ *
+ * Over 1000 lines in one file on purpose: the writer, the commit protocol,
+ * the async thread, the reader and the cleanup share the shard format and
+ * the directory descriptors; one file keeps the format in one place.
  */
 #include "config.h"
 

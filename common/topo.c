@@ -2,6 +2,11 @@
  * machine, NVML loaded at run time; the placement of local ranks on GPUs,
  * NICs and cores; and the CPU mask and environment that apply one rank's
  * placement.  The policy is described in topo.h and docs/topology.md.
+ *
+ * About 1600 lines in one file on purpose: discovery, the NVML fallback,
+ * placement and its application all walk the same private hwloc object
+ * model (struct ddl_topo and its per-GPU/NIC records), which no other file
+ * should see; splitting it would export that model.
  */
 #include "config.h"
 

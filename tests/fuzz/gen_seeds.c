@@ -3,7 +3,7 @@
  * Not built by make; to regenerate, from the top of the source tree, with
  * a configured build in build/:
  *   cc -Ibuild -Icommon tests/fuzz/gen_seeds.c common/proto.c common/util.c \
- *      common/log.c common/safefile.c -o /tmp/gen_seeds && \
+ *      common/log.c common/safefile.c common/failure.c -o /tmp/gen_seeds && \
  *      /tmp/gen_seeds tests/fuzz/corpus/proto */
 #include "config.h"
 

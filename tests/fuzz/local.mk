@@ -9,7 +9,7 @@ FUZZ_CFLAGS = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefine
 FUZZ_COMMON_H = $(top_srcdir)/common/util.h $(top_srcdir)/common/log.h config.h
 fuzz_proto_SRC = $(top_srcdir)/tests/fuzz/fuzz_proto.c $(top_srcdir)/common/proto.c \
                  $(top_srcdir)/common/util.c $(top_srcdir)/common/log.c \
-                 $(top_srcdir)/common/safefile.c
+                 $(top_srcdir)/common/safefile.c $(top_srcdir)/common/failure.c
 fuzz_conf_SRC = $(top_srcdir)/tests/fuzz/fuzz_conf.c $(top_srcdir)/common/conf.c \
                 $(top_srcdir)/common/util.c
 fuzz_args_SRC = $(top_srcdir)/tests/fuzz/fuzz_args.c $(top_srcdir)/launcher/ddlrun_args.c \
