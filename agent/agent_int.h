@@ -37,7 +37,7 @@ enum { CONN_UNIX, CONN_TCP_NEW, CONN_PEER, CONN_LEADER };
 
 typedef struct {
     int fd;
-    int kind;         /* CONN_*: local client, TCP before/after PEER_HELLO, link to the leader */
+    int kind;         /* CONN_*: local client, TCP before authentication, a node's link, the link to the leader */
     uint32_t node_id; /* CONN_PEER, CONN_LEADER: the node it speaks for (UINT32_MAX: unknown) */
     uid_t uid;
     pid_t pid;
@@ -122,7 +122,7 @@ typedef struct {
     int listen_fd;          /* not leading: the socket it would lead on, -1: none */
     uint32_t leader_node;   /* the node of the leader agent */
     char leader_addr[64];   /* where the leader listens */
-    int64_t takeover_until; /* new leader: wait for the others' hellos until then, 0: not */
+    int64_t takeover_until; /* new leader: wait for the others to link until then, 0: not */
     int need_takeover;      /* the leader was lost: choose another (main loop) */
     char takeover_why[300]; /* "lost the leader agent (node N, ADDR): HOW" */
     char takeover_how[160];
