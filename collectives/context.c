@@ -5,6 +5,7 @@
  * library (tests/unit/t_algos). */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "ddl_int.h"
@@ -32,25 +33,60 @@ ddl_status_t ddl_comm_check_abort(ddl_comm_t *comm)
 }
 
 /* One per thread: a collective runs in the caller's thread or in the
- * progress thread, and each only ever uses its own. */
-static _Thread_local void *scratch;
-static _Thread_local size_t scratch_len;
+ * progress thread, and each only ever uses its own.  A thread's buffer is
+ * freed by ddl_scratch_free or, at the latest, when the thread ends. */
+typedef struct {
+    void *p;
+    size_t len;
+} scratch_t;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void scratch_release(void *v)
+{
+    scratch_t *s = v;
+    free(s->p);
+    free(s);
+}
+
+static void scratch_key_make(void)
+{
+    scratch_key_ok = pthread_key_create(&scratch_key, scratch_release) == 0;
+}
 
 void *ddl_scratch(size_t bytes)
 {
-    if (bytes <= scratch_len && scratch)
-        return scratch;
-    void *p = realloc(scratch, bytes ? bytes : 1);
+    pthread_once(&scratch_once, scratch_key_make);
+    if (!scratch_key_ok)
+        return NULL;
+    scratch_t *s = pthread_getspecific(scratch_key);
+    if (s && s->p && bytes <= s->len)
+        return s->p;
+    if (!s) {
+        if (!(s = calloc(1, sizeof *s)))
+            return NULL;
+        if (pthread_setspecific(scratch_key, s) != 0) {
+            free(s);
+            return NULL;
+        }
+    }
+    void *p = realloc(s->p, bytes ? bytes : 1);
     if (!p)
         return NULL;
-    scratch = p;
-    scratch_len = bytes;
-    return scratch;
+    s->p = p;
+    s->len = bytes;
+    return p;
 }
 
 void ddl_scratch_free(void)
 {
-    free(scratch);
-    scratch = NULL;
-    scratch_len = 0;
+    if (!scratch_key_ok)
+        return;
+    scratch_t *s = pthread_getspecific(scratch_key);
+    if (!s)
+        return;
+    pthread_setspecific(scratch_key, NULL);
+    scratch_release(s);
 }

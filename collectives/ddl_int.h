@@ -322,8 +322,9 @@ int ddl_hier_possible(const ddl_comm_t *comm);
 /* ddl_comm_multi_node: some two members of comm are on different nodes. */
 int ddl_comm_multi_node(const ddl_comm_t *comm);
 /* ddl_scratch (context.c): the calling thread's scratch buffer of at least
- * bytes (grown, never shrunk; freed by ddl_scratch_free in that thread: at
- * finalize, and by the progress thread when it ends). */
+ * bytes, NULL without memory (grown, never shrunk; freed by
+ * ddl_scratch_free in that thread, at finalize and by the progress thread,
+ * or when the thread ends). */
 void *ddl_scratch(size_t bytes);
 void ddl_scratch_free(void);
 ddl_status_t ddl_bcast_binomial(ddl_comm_t *comm, void *buf, size_t bytes, int root);

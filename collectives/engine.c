@@ -56,7 +56,7 @@ static void *progress_main(void *arg)
         pthread_cond_broadcast(&ENG.done);
     }
     pthread_mutex_unlock(&ENG.mu);
-    ddl_scratch_free(); /* this thread's own */
+    ddl_scratch_free(); /* this thread's own (else freed at its end anyway) */
     return NULL;
 }
 
