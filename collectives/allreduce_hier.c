@@ -17,20 +17,18 @@
 
 #include "ddl_int.h"
 
-ddl_status_t ddl_allreduce_hier(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype,
-                                ddl_op_t op)
+ddl_status_t ddl_allreduce_hier(ddl_comm_t *node, ddl_comm_t *cross, int world_size, void *buf,
+                                size_t count, ddl_dtype_t dtype, ddl_op_t op)
 {
-    ddl_comm_t *node = &ddl_ctx.node, *cross = &ddl_ctx.cross;
     const size_t es = ddl_dtype_size(dtype);
     const size_t o = ddl_block_off(count, node->size, node->rank);
     const size_t len = ddl_block_off(count, node->size, node->rank + 1) - o;
-    (void)comm;
     ddl_status_t st = ddl_ring_reduce_scatter_inplace(node, buf, count, dtype, op);
     /* the inter-node ring of this local rank; DDL_AVG divides by the
      * world's size once the block holds every rank's contribution */
     if (st == DDL_OK)
         st = ddl_ring_allreduce_part(cross, (char *)buf + o * es, len, dtype, op,
-                                     ddl_ctx.world.size);
+                                     world_size);
     if (st == DDL_OK)
         st = ddl_ring_allgather_inplace(node, buf, count, es);
     return st;

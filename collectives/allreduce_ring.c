@@ -22,8 +22,9 @@
  * endpoint and tag in order, so one tag per collective suffices.
  *
  * Mapped neighbours: when the ranks of a node have allocated their buffers
- * with ddl_mem_alloc(), a rank whose right neighbour is on its node and
- * whose buffer lies in such an allocation tells it so once per phase (a
+ * with ddl_mem_alloc() (the transport's mapped memory), a rank whose right
+ * neighbour is on its node and whose buffer lies in such an allocation
+ * tells it so once per phase (a
  * 16-byte handshake), then sends only an 8-byte notice per segment; the
  * neighbour reduces (or, in the allgather, copies) the segment straight
  * from the mapped buffer, in the same order as from a received copy, so
@@ -127,8 +128,9 @@ static ddl_status_t links_open(ddl_comm_t *comm, uint32_t seq, char *data, size_
                                links_t *lk)
 {
     const int n = comm->size, r = comm->rank, left = mod(r - 1, n), right = (r + 1) % n;
+    const ddl_mapped_ops_t *mapped = comm->tl->mapped;
     memset(lk, 0, sizeof *lk);
-    if (ddl_mem_mapped_count() == 0 || bytes < DDL_MAPPED_MIN_BYTES)
+    if (!mapped || mapped->count() == 0 || bytes < DDL_MAPPED_MIN_BYTES)
         return DDL_OK;
     void *reqs[2] = {NULL, NULL};
     ddl_status_t st = DDL_OK;
@@ -138,7 +140,7 @@ static ddl_status_t links_open(ddl_comm_t *comm, uint32_t seq, char *data, size_
     if (st == DDL_OK && same_node(comm, right)) {
         uint32_t serial = 0;
         uint64_t off = 0;
-        if (ddl_mem_mapped_at(data, bytes, &serial, &off)) {
+        if (mapped->at(data, bytes, &serial, &off)) {
             lk->notify_right = 1;
             st = ddl_tl_irecv(comm, &lk->done_buf, sizeof lk->done_buf,
                               ddl_tag(comm, seq + TAG_DONE, right), &lk->done_req);
@@ -152,10 +154,10 @@ static ddl_status_t links_open(ddl_comm_t *comm, uint32_t seq, char *data, size_
     if (st == DDL_OK)
         st = ddl_tl_waitall(comm, reqs, 2);
     else
-        ddl_tl_abandon(reqs, 2);
+        ddl_tl_abandon(comm, reqs, 2);
     if (st == DDL_OK && in[0]) {
         int wl = comm->world_ranks ? comm->world_ranks[left] : left;
-        lk->left_view = ddl_mem_peer_view((uint32_t)in[0], wl, in[1]);
+        lk->left_view = mapped->peer_view((uint32_t)in[0], wl, in[1]);
         if (!lk->left_view)
             st = ddl_fail(DDL_ERR_TRANSPORT, "rank %d's buffer (allocation #%u) is not "
                           "mapped here", wl, (unsigned)in[0]);
@@ -164,7 +166,7 @@ static ddl_status_t links_open(ddl_comm_t *comm, uint32_t seq, char *data, size_
                       bytes, wl, (unsigned)in[0]);
     }
     if (st != DDL_OK)
-        ddl_tl_abandon(&lk->done_req, 1);
+        ddl_tl_abandon(comm, &lk->done_req, 1);
     return st;
 }
 
@@ -181,7 +183,7 @@ static ddl_status_t links_close(ddl_comm_t *comm, uint32_t seq, links_t *lk, ddl
                           &reqs[1]);
     if (st == DDL_OK)
         return ddl_tl_waitall(comm, reqs, 2);
-    ddl_tl_abandon(reqs, 2);
+    ddl_tl_abandon(comm, reqs, 2);
     return st;
 }
 
@@ -257,8 +259,8 @@ static ddl_status_t ring_reduce_scatter(ddl_comm_t *comm, uint32_t seq, char *da
     if (st == DDL_OK)
         st = ddl_tl_waitall(comm, sreq, total);
     else {
-        ddl_tl_abandon(rreq, w);
-        ddl_tl_abandon(sreq, total);
+        ddl_tl_abandon(comm, rreq, w);
+        ddl_tl_abandon(comm, sreq, total);
     }
     free(sreq);
     return links_close(comm, seq, &lk, st);
@@ -310,7 +312,7 @@ static ddl_status_t ring_allgather(ddl_comm_t *comm, uint32_t seq, char *data, c
     if (st == DDL_OK)
         st = ddl_tl_waitall(comm, sreq, total);
     else
-        ddl_tl_abandon(reqs, 2 * total);
+        ddl_tl_abandon(comm, reqs, 2 * total);
     free(reqs);
     return links_close(comm, seq, &lk, st);
 }

@@ -40,7 +40,7 @@ ddl_status_t ddl_bcast_chain(ddl_comm_t *comm, void *buf, size_t bytes, int root
     if (st == DDL_OK)
         st = ddl_tl_waitall(comm, sreq, nseg);
     else
-        ddl_tl_abandon(reqs, 2 * nseg);
+        ddl_tl_abandon(comm, reqs, 2 * nseg);
     free(reqs);
     return st;
 }

@@ -1,32 +1,15 @@
 /* coll.c: the public collective entry points, blocking and non-blocking.
  * Each builds an operation descriptor, validates it once, and either runs it
  * in the calling thread (blocking calls while no progress thread exists) or
- * hands it to the engine.  ddl_execute() is the single place that maps a
- * descriptor to an algorithm. */
+ * hands it to the engine.  ddl_execute() is the single way from a
+ * descriptor to an algorithm (through dispatch.c, with select.c's
+ * choice). */
 #include "config.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "ddl_int.h"
-
-int ddl_is_aborted(ddl_comm_t *comm)
-{
-    return atomic_load_explicit(&comm->aborted, memory_order_acquire) ||
-           atomic_load_explicit(&ddl_ctx.world.aborted, memory_order_acquire);
-}
-
-ddl_status_t ddl_comm_check_abort(ddl_comm_t *comm)
-{
-    if (!ddl_is_aborted(comm))
-        return DDL_OK;
-    /* the world's abort covers every communicator */
-    ddl_comm_t *c = atomic_load_explicit(&comm->aborted, memory_order_acquire) ? comm
-                                                                              : &ddl_ctx.world;
-    while (atomic_load_explicit(&c->aborted, memory_order_acquire) == 2)
-        ; /* the aborting thread is still writing the reason */
-    return ddl_fail(DDL_ERR_ABORTED, "communicator aborted: %s", c->abort_reason);
-}
 
 const char *ddl_opkind_str(ddl_opkind_t k)
 {
@@ -85,14 +68,6 @@ ddl_status_t ddl_validate(const ddl_opdesc_t *d)
     return DDL_OK;
 }
 
-/* copy_input: the result of a world of one: the input, where it belongs. */
-static ddl_status_t copy_input(const ddl_opdesc_t *d)
-{
-    if (d->sendbuf != DDL_IN_PLACE && d->sendbuf != d->recvbuf)
-        memcpy(d->recvbuf, d->sendbuf, d->count * ddl_dtype_size(d->dtype));
-    return DDL_OK;
-}
-
 ddl_status_t ddl_execute(const ddl_opdesc_t *d)
 {
     ddl_status_t st = ddl_comm_check_abort(d->comm);
@@ -106,57 +81,14 @@ ddl_status_t ddl_execute(const ddl_opdesc_t *d)
 
 ddl_status_t ddl_execute_host(const ddl_opdesc_t *d)
 {
-    ddl_comm_t *comm = d->comm;
-    switch (d->kind) {
-    case DDL_OPK_ALLREDUCE:
-        if (d->count == 0)
-            return DDL_OK;
-        if (d->sendbuf != DDL_IN_PLACE && d->sendbuf != d->recvbuf)
-            memcpy(d->recvbuf, d->sendbuf, d->count * ddl_dtype_size(d->dtype));
-        if (comm->size == 1)
-            return DDL_OK; /* sum, min, max, prod and avg of one value are the value */
-        switch (ddl_allreduce_select(comm, d->count * ddl_dtype_size(d->dtype))) {
-        case DDL_ALGO_RD:
-            return ddl_allreduce_rd(comm, d->recvbuf, d->count, d->dtype, d->op);
-        case DDL_ALGO_RABENSEIFNER:
-            return ddl_allreduce_rabenseifner(comm, d->recvbuf, d->count, d->dtype, d->op);
-        case DDL_ALGO_HIER:
-            return ddl_allreduce_hier(comm, d->recvbuf, d->count, d->dtype, d->op);
-        default:
-            return ddl_allreduce_ring(comm, d->recvbuf, d->count, d->dtype, d->op);
-        }
-    case DDL_OPK_BCAST:
-        if (comm->size == 1 || d->count == 0)
-            return DDL_OK;
-        if (ddl_bcast_select(comm, d->count * ddl_dtype_size(d->dtype)) == DDL_BCAST_CHAIN)
-            return ddl_bcast_chain(comm, d->recvbuf, d->count * ddl_dtype_size(d->dtype),
-                                   d->root);
-        return ddl_bcast_binomial(comm, d->recvbuf, d->count * ddl_dtype_size(d->dtype),
-                                  d->root);
-    case DDL_OPK_BARRIER:
-        if (comm->size == 1)
-            return DDL_OK;
-        return ddl_barrier_dissemination(comm);
-    case DDL_OPK_REDUCE_SCATTER:
-        if (d->count == 0)
-            return DDL_OK;
-        if (comm->size == 1)
-            return copy_input(d);
-        return ddl_reduce_scatter_ring(comm, d->sendbuf, d->recvbuf, d->count, d->dtype, d->op);
-    case DDL_OPK_ALLGATHER:
-        if (d->count == 0)
-            return DDL_OK;
-        if (comm->size == 1)
-            return copy_input(d);
-        return ddl_allgather_ring(comm, d->sendbuf, d->recvbuf, d->count, d->dtype);
-    case DDL_OPK_REDUCE:
-        if (d->count == 0)
-            return DDL_OK;
-        if (comm->size == 1)
-            return copy_input(d);
-        return ddl_reduce_ring(comm, d->sendbuf, d->recvbuf, d->count, d->dtype, d->op, d->root);
-    }
-    return ddl_fail(DDL_ERR_INTERNAL, "unknown operation kind %d", (int)d->kind);
+    const ddl_dispatch_t how = {
+        .allreduce = ddl_allreduce_select,
+        .bcast = ddl_bcast_select,
+        .node = &ddl_ctx.node,
+        .cross = &ddl_ctx.cross,
+        .world_size = ddl_ctx.world.size,
+    };
+    return ddl_dispatch(d, &how);
 }
 
 /* post: queue d for the progress thread; device buffers (and a CUDA

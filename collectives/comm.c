@@ -24,6 +24,7 @@ static ddl_status_t comm_init(ddl_comm_t *c, const int *world, int n, uint16_t i
         if (world[i] == ddl_ctx.rank)
             c->rank = i;
     c->id = id;
+    c->tl = ddl_ctx.tl;
     atomic_init(&c->aborted, 0);
     atomic_init(&c->pending, 0);
     return DDL_OK;

@@ -1,16 +1,16 @@
 /* ddl_int.h: libddl's private state shared by its files: the process-wide
- * context (identity, agent connection, UCX worker and endpoints), the
- * communicator struct, the transport calls the algorithms are written
- * against, and the local reduction kernels. */
+ * context (identity, agent connection, the transport), the communicator
+ * struct, the transport calls the algorithms are written against, and the
+ * local reduction kernels.  No UCX header is reachable from here: only
+ * ucx.c includes UCX (the build checks it, see local.mk). */
 #ifndef DDL_INT_H
 #define DDL_INT_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <ucp/api/ucp.h>
-
 #include "ddl.h"
+#include "transport.h"
 
 struct ddl_comm {
     int rank, size;
@@ -20,6 +20,7 @@ struct ddl_comm {
     atomic_int aborted;      /* set by ddl_comm_abort(), from any thread */
     char abort_reason[512];  /* written once, before aborted is set */
     atomic_int pending;      /* queued or running requests on this comm */
+    ddl_tl_t *tl;            /* the transport its messages travel by */
 };
 
 /* One collective, as posted: what the engine (or the inline path) runs. */
@@ -72,12 +73,10 @@ typedef struct {
     uint32_t gen;
     int agent_fd;
 
-    ucp_context_h ucp;
+    ddl_tl_t *tl;         /* the transport (ucx.c), NULL in a world of one */
     int ucx_cuda;         /* UCX reports CUDA memory support (GPU-direct) */
-    ucp_worker_h worker;
     uint8_t *peer_addrs;  /* every rank's UCX worker address, back to back */
     size_t *peer_off;     /* offset of rank i's address in peer_addrs */
-    ucp_ep_h *eps;        /* created on first use */
 
     ddl_comm_t world;
     ddl_comm_t node;   /* ranks on this node */
@@ -109,22 +108,39 @@ ddl_status_t ddl_fail(ddl_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void ddl_clear_error(void);
 
-/* ---- transport (ucx.c) ---- */
-ddl_status_t ddl_tl_init(void **addr, size_t *addr_len);
-void ddl_tl_release_address(void *addr);
-void ddl_tl_fini(void);
+/* ---- the UCX transport (ucx.c) ----
+ * ddl_ucx_init: context, worker (sized for ddl_ctx.size peers) and this
+ * worker's address (*addr, released with ddl_ucx_release_address); the
+ * endpoints connect on first use to the addresses in ddl_ctx.peer_addrs.
+ * Returns the transport instance in *tl.  ddl_ucx_close: flush and close
+ * every endpoint (force: without waiting for peers, after an abort);
+ * ddl_ucx_progress: one round of progress; ddl_ucx_fini: destroy the worker
+ * and context (after ddl_ucx_close, and after every peer closed its own).
+ * ddl_ucx_set_memh_lookup: how the transport finds the registration of a
+ * buffer (mem.c's ddl_mem_lookup), so that it never calls up itself. */
+ddl_status_t ddl_ucx_init(void **addr, size_t *addr_len, ddl_tl_t **tl);
+void ddl_ucx_release_address(void *addr);
+void ddl_ucx_close(int force);
+int ddl_ucx_progress(void);
+void ddl_ucx_fini(void);
+void ddl_ucx_set_memh_lookup(void *(*lookup)(const void *buf, size_t len));
 
-/* Memory other ranks of the node can map (ddl_mem_alloc): ddl_tl_mem_alloc
- * allocates len bytes through UCX (*memh is a ucp_mem_h for ucp_mem_unmap);
- * ddl_tl_rkey_pack copies memh's packed key into buf (cap bytes) and returns
- * its length, 0 if it fails or does not fit; ddl_tl_map_peer unpacks a
+/* Registered and mapped memory through UCX (mem.c): ddl_ucx_mem_register
+ * maps buf[0, len) for transfers (*memh for ddl_ucx_mem_unmap);
+ * ddl_ucx_mem_alloc allocates len bytes that other ranks of the node can map
+ * (*memh: the same);
+ * ddl_ucx_rkey_pack copies memh's packed key into buf (cap bytes) and returns
+ * its length, 0 if it fails or does not fit; ddl_ucx_map_peer unpacks a
  * world peer's key and returns where its address raddr is mapped here, or
- * NULL if UCX cannot map it (*rkh to release with ddl_tl_unmap_peer). */
-ddl_status_t ddl_tl_mem_alloc(size_t len, void **addr, void **memh);
-size_t ddl_tl_rkey_pack(void *memh, void *buf, size_t cap);
-void *ddl_tl_map_peer(int world_peer, const void *rkey, uint64_t raddr, void **rkh);
-void ddl_tl_unmap_peer(void *rkh);
+ * NULL if UCX cannot map it (*rkh to release with ddl_ucx_unmap_peer). */
+ddl_status_t ddl_ucx_mem_register(void *buf, size_t len, void **memh);
+ddl_status_t ddl_ucx_mem_alloc(size_t len, void **addr, void **memh);
+void ddl_ucx_mem_unmap(void *memh);
+size_t ddl_ucx_rkey_pack(void *memh, void *buf, size_t cap);
+void *ddl_ucx_map_peer(int world_peer, const void *rkey, uint64_t raddr, void **rkh);
+void ddl_ucx_unmap_peer(void *rkh);
 
+/* ---- the transport as the algorithms see it (transport.c) ---- */
 /* A tag names the communicator, the collective's sequence number and the
  * sending comm rank, so that concurrent collectives never match each other. */
 static inline uint64_t ddl_tag(const ddl_comm_t *comm, uint32_t seq, int src)
@@ -133,23 +149,39 @@ static inline uint64_t ddl_tag(const ddl_comm_t *comm, uint32_t seq, int src)
            (uint64_t)(src & 0xffffff);
 }
 
-/* Post a send to / receive from a comm rank.  *req is NULL if the operation
- * completed at once.  Errors are recorded with ddl_fail(). */
-ddl_status_t ddl_tl_isend(ddl_comm_t *comm, int dst, const void *buf, size_t len, uint64_t tag,
-                          void **req);
-ddl_status_t ddl_tl_irecv(ddl_comm_t *comm, void *buf, size_t len, uint64_t tag, void **req);
+static inline int ddl_world_of(const ddl_comm_t *comm, int r)
+{
+    return comm->world_ranks ? comm->world_ranks[r] : r;
+}
+
+/* Post a send to / receive from a comm rank (the receive's source is the
+ * sender named in the tag).  *req is NULL if the operation completed at
+ * once.  Errors are recorded with ddl_fail(). */
+static inline ddl_status_t ddl_tl_isend(ddl_comm_t *comm, int dst, const void *buf, size_t len,
+                                        uint64_t tag, void **req)
+{
+    return comm->tl->ops->isend(comm->tl, ddl_world_of(comm, dst), buf, len, tag, req);
+}
+
+static inline ddl_status_t ddl_tl_irecv(ddl_comm_t *comm, void *buf, size_t len, uint64_t tag,
+                                        void **req)
+{
+    return comm->tl->ops->irecv(comm->tl, ddl_world_of(comm, (int)(tag & 0xffffff)), buf, len,
+                                tag, req);
+}
 
 /* Progress until every non-NULL request in reqs[0..n) completes; sets them
  * to NULL.  Returns DDL_ERR_ABORTED as soon as comm is aborted, and the
- * error of a request that UCX completes with one; then the remaining
- * requests are cancelled (receives)
- * or abandoned to UCX (sends) without waiting. */
+ * error of a request that the transport completes with one; then the
+ * remaining requests are cancelled (receives) or abandoned to the
+ * transport (sends) without waiting.  While nothing progresses it calls
+ * the transport's idle hook and yields the CPU. */
 ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n);
 
 /* ddl_tl_abandon: stop waiting for reqs[0..n) after a failure or abort:
- * cancel the receives, hand every request back to UCX (which frees it when
- * it completes) and set them to NULL.  Never blocks. */
-void ddl_tl_abandon(void **reqs, int n);
+ * cancel the receives, hand every request back to the transport (which
+ * frees it when it completes) and set them to NULL.  Never blocks. */
+void ddl_tl_abandon(ddl_comm_t *comm, void **reqs, int n);
 
 /* Send sbuf to dst and receive rbuf from src, both with this collective's
  * seq, and wait for both. */
@@ -176,7 +208,8 @@ void ddl_engine_stop(void);
  * on comm (on every communicator if comm is the world) with
  * DDL_ERR_ABORTED. */
 void ddl_engine_abort_queued(ddl_comm_t *comm);
-/* ddl_is_aborted: comm, or the world it belongs to, was aborted. */
+/* ddl_is_aborted (context.c): comm, or the world it belongs to, was
+ * aborted. */
 int ddl_is_aborted(ddl_comm_t *comm);
 /* ddl_comm_check_abort: DDL_ERR_ABORTED with the reason if comm or the
  * world is aborted. */
@@ -257,9 +290,10 @@ ddl_status_t ddl_allreduce_rabenseifner(ddl_comm_t *comm, void *buf, size_t coun
 /* ddl_allreduce_hier: the two-level multi-ring on the world communicator:
  * ring reduce-scatter inside each node, one inter-node ring per local rank
  * on its block (over the cross communicator), ring allgather inside the
- * node.  Only when ddl_hier_possible(comm). */
-ddl_status_t ddl_allreduce_hier(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dtype,
-                                ddl_op_t op);
+ * node; DDL_AVG divides by world_size.  Only when ddl_hier_possible(comm)
+ * (coll.c passes the world's node and cross communicators). */
+ddl_status_t ddl_allreduce_hier(ddl_comm_t *node, ddl_comm_t *cross, int world_size, void *buf,
+                                size_t count, ddl_dtype_t dtype, ddl_op_t op);
 
 /* Allreduce algorithms, selectable with DDL_ALLREDUCE_ALGO. */
 typedef enum {
@@ -287,8 +321,10 @@ ddl_status_t ddl_select_measure(void);
 int ddl_hier_possible(const ddl_comm_t *comm);
 /* ddl_comm_multi_node: some two members of comm are on different nodes. */
 int ddl_comm_multi_node(const ddl_comm_t *comm);
-/* ddl_scratch: a per-process scratch buffer of at least bytes (grown, never
- * shrunk; freed at finalize).  Only the executing thread uses it. */
+/* ddl_scratch (context.c): the calling thread's scratch buffer of at least
+ * bytes, NULL without memory (grown, never shrunk; freed by
+ * ddl_scratch_free in that thread, at finalize and by the progress thread,
+ * or when the thread ends). */
 void *ddl_scratch(size_t bytes);
 void ddl_scratch_free(void);
 ddl_status_t ddl_bcast_binomial(ddl_comm_t *comm, void *buf, size_t bytes, int root);
@@ -304,9 +340,22 @@ typedef enum {
 ddl_bcast_algo_t ddl_bcast_select(const ddl_comm_t *comm, size_t bytes);
 ddl_status_t ddl_barrier_dissemination(ddl_comm_t *comm);
 
+/* ddl_dispatch (dispatch.c): run d on host buffers with the algorithms
+ * that how's functions choose (called only where an algorithm runs: not
+ * for a count of 0 nor in a world of one), node and cross for the
+ * two-level allreduce, whose DDL_AVG divides by world_size. */
+typedef struct {
+    ddl_algo_t (*allreduce)(const ddl_comm_t *comm, size_t bytes);
+    ddl_bcast_algo_t (*bcast)(const ddl_comm_t *comm, size_t bytes);
+    ddl_comm_t *node, *cross;
+    int world_size;
+} ddl_dispatch_t;
+ddl_status_t ddl_dispatch(const ddl_opdesc_t *d, const ddl_dispatch_t *how);
+
 /* ---- registered buffers (mem.c) ---- */
 /* ddl_mem_lookup: the UCX memory handle of a registration that contains
- * buf[0, len), or NULL.  Thread-safe. */
+ * buf[0, len), or NULL.  Thread-safe.  ddl_mem_mapped_ops: the three
+ * functions below, for the transport instance (ddl_tl_t.mapped). */
 void *ddl_mem_lookup(const void *buf, size_t len);
 /* Mapped allocations (ddl_mem_alloc): ddl_mem_mapped_count is how many
  * exist that every rank's node peers have mapped (the same number on every
@@ -321,6 +370,7 @@ int ddl_mem_mapped_count(void);
 #define DDL_MAPPED_MIN_BYTES 32768
 int ddl_mem_mapped_at(const void *buf, size_t len, uint32_t *serial, uint64_t *off);
 const char *ddl_mem_peer_view(uint32_t serial, int peer, uint64_t off);
+extern const ddl_mapped_ops_t ddl_mem_mapped_ops;
 /* ddl_mem_release_all: unmap every registration left (ddl_finalize). */
 void ddl_mem_release_all(void);
 

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -55,6 +56,7 @@ static void *progress_main(void *arg)
         pthread_cond_broadcast(&ENG.done);
     }
     pthread_mutex_unlock(&ENG.mu);
+    ddl_scratch_free(); /* this thread's own (else freed at its end anyway) */
     return NULL;
 }
 

@@ -4,6 +4,8 @@
  * starts UCX and exchanges worker addresses with every rank through the
  * node's ddl-agent (an allgather the agent serves); with no environment the
  * process is a world of one.  The collective entry points are in coll.c.
+ * It registers what the transport calls while it waits (heartbeats and the
+ * agents' notices), and fences the closing of UCX through the agent.
  */
 #include "config.h"
 
@@ -19,8 +21,6 @@
 #include "proto.h"
 #include "sock.h"
 #include "util.h"
-
-ddl_ctx_t ddl_ctx = {.size = 1, .local_size = 1, .nnodes = 1, .agent_fd = -1};
 
 #define DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S 120
 #define BOOT_HDR (3 * sizeof(int32_t)) /* node id, local rank, GPU record length */
@@ -118,12 +118,11 @@ static ddl_status_t bootstrap(const void *addr, size_t addr_len)
     }
     size_t n = (size_t)ddl_ctx.size;
     ddl_ctx.peer_off = calloc(n, sizeof *ddl_ctx.peer_off);
-    ddl_ctx.eps = calloc(n, sizeof *ddl_ctx.eps);
     int *node_of = calloc(n, sizeof *node_of), *local_of = calloc(n, sizeof *local_of);
     const uint8_t **gpu_recs = calloc(n, sizeof *gpu_recs);
     size_t *gpu_lens = calloc(n, sizeof *gpu_lens);
     st = DDL_OK;
-    if (!ddl_ctx.peer_off || !ddl_ctx.eps || !node_of || !local_of || !gpu_recs || !gpu_lens)
+    if (!ddl_ctx.peer_off || !node_of || !local_of || !gpu_recs || !gpu_lens)
         st = ddl_fail(DDL_ERR_NOMEM, "out of memory for %d peers", ddl_ctx.size);
     size_t off = 0;
     for (size_t i = 0; i < n && st == DDL_OK; i++) {
@@ -189,15 +188,56 @@ void ddl_agent_notice(void)
     atomic_store(&busy, 0);
 }
 
+/* wait_idle: the transport's idle hook, while an operation waits for a
+ * peer: alive, not hung, unless the agents say this generation is over. */
+static void wait_idle(void)
+{
+    ddl_beat(0, 0);
+    ddl_agent_notice();
+}
+
+/* agent_fence: every rank has closed its endpoints before any destroys its
+ * worker, since a peer's flush needs this side to answer.  Done through the
+ * node agent (exchange 1 of the generation), progressing UCX meanwhile. */
+static void agent_fence(void)
+{
+    ddl_msg_t m = {.type = DDL_MSG_ALLGATHER};
+    ddl_error_t err;
+    uint8_t none = 0;
+    m.u.allgather.gen = ddl_ctx.gen;
+    m.u.allgather.seq = 1;
+    m.u.allgather.rank = (uint32_t)ddl_ctx.rank;
+    m.u.allgather.size = (uint32_t)ddl_ctx.size;
+    m.u.allgather.data = &none;
+    if (ddl_proto_send(ddl_ctx.agent_fd, &m) < 0)
+        return;
+    int64_t deadline = ddl_now_ms() + 30000;
+    while (ddl_now_ms() < deadline) {
+        ddl_ucx_progress();
+        struct pollfd pf = {.fd = ddl_ctx.agent_fd, .events = POLLIN};
+        if (poll(&pf, 1, 1) > 0) {
+            if (ddl_proto_recv(ddl_ctx.agent_fd, &m, 5000, &err) == 0)
+                ddl_msg_clear(&m);
+            return;
+        }
+    }
+    ddl_debug("rank %d: the closing fence did not complete within 30 s", ddl_ctx.rank);
+}
+
 static void release(void)
 {
     ddl_mem_release_all();
-    ddl_tl_fini();
+    if (ddl_ctx.tl) {
+        int aborted = atomic_load(&ddl_ctx.world.aborted) != 0;
+        ddl_ucx_close(aborted);
+        if (ddl_ctx.initialized && ddl_ctx.agent_fd >= 0 && ddl_ctx.size > 1 && !aborted)
+            agent_fence();
+    }
+    ddl_ucx_fini();
     if (ddl_ctx.agent_fd >= 0)
         close(ddl_ctx.agent_fd);
     free(ddl_ctx.peer_addrs);
     free(ddl_ctx.peer_off);
-    free(ddl_ctx.eps);
     ddl_comms_release();
     ddl_scratch_free();
     ddl_gpu_fini();
@@ -228,17 +268,21 @@ ddl_status_t ddl_init(void)
         return st;
     }
     if (ddl_ctx.size > 1) {
-        st = ddl_tl_init(&addr, &addr_len);
-        if (st == DDL_OK)
+        st = ddl_ucx_init(&addr, &addr_len, &ddl_ctx.tl);
+        if (st == DDL_OK) {
+            ddl_ctx.tl->idle = wait_idle;
+            ddl_ctx.tl->mapped = &ddl_mem_mapped_ops;
+            ddl_ucx_set_memh_lookup(ddl_mem_lookup);
             st = bootstrap(addr, addr_len);
-        ddl_tl_release_address(addr);
+        }
+        ddl_ucx_release_address(addr);
         if (st != DDL_OK) {
             release();
             return st;
         }
     }
     ddl_ctx.world = (ddl_comm_t){.rank = ddl_ctx.rank, .size = ddl_ctx.size,
-                                 .id = DDL_COMM_ID_WORLD};
+                                 .id = DDL_COMM_ID_WORLD, .tl = ddl_ctx.tl};
     atomic_init(&ddl_ctx.world.aborted, 0);
     atomic_init(&ddl_ctx.world.pending, 0);
     if (ddl_ctx.size == 1) { /* no exchange: the node and cross comms are the world */

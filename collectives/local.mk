@@ -1,16 +1,22 @@
 # collectives/: libddl, the library training programs link.
-lib_LTLIBRARIES += collectives/libddl.la
-collectives_libddl_la_SOURCES = \
+#
+# Only ucx.c sees UCX.  Every other file compiles with collectives/noucx
+# first on the include path, whose ucp/ucs/uct headers are #error: a UCX
+# include anywhere else (ddl_int.h included) breaks the build.
+DDL_NOUCX_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/collectives/noucx
+EXTRA_DIST += collectives/noucx/ucp/api/ucp.h collectives/noucx/ucs/type/status.h \
+    collectives/noucx/uct/api/uct.h
+# The algorithms and what they need below them (the transport interface,
+# the process-wide context, error texts): linked into libddl, and into
+# tests/unit/t_algos with the loopback transport instead of UCX.
+noinst_LTLIBRARIES += collectives/libddlalgo.la
+collectives_libddlalgo_la_SOURCES = \
     collectives/ddl_int.h \
-    collectives/init.c \
-    collectives/coll.c \
-    collectives/comm.c \
-    collectives/engine.c \
+    collectives/transport.h \
+    collectives/transport.c \
+    collectives/context.c \
+    collectives/dispatch.c \
     collectives/status.c \
-    collectives/ucx.c \
-    collectives/select.c \
-    collectives/mem.c \
-    collectives/heartbeat.c \
     collectives/allreduce_ring.c \
     collectives/allreduce_rd.c \
     collectives/allreduce_rabenseifner.c \
@@ -18,8 +24,24 @@ collectives_libddl_la_SOURCES = \
     collectives/bcast_binomial.c \
     collectives/bcast_chain.c \
     collectives/barrier_dissemination.c
-collectives_libddl_la_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
-collectives_libddl_la_LIBADD = collectives/libddlreduce.la common/libddlcommon.la $(UCX_LIBS) $(PTHREAD_LIBS) -lm
+collectives_libddlalgo_la_CPPFLAGS = $(DDL_NOUCX_CPPFLAGS)
+# The UCX transport.
+noinst_LTLIBRARIES += collectives/libddlucx.la
+collectives_libddlucx_la_SOURCES = collectives/ucx.c
+collectives_libddlucx_la_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
+lib_LTLIBRARIES += collectives/libddl.la
+collectives_libddl_la_SOURCES = \
+    collectives/init.c \
+    collectives/coll.c \
+    collectives/comm.c \
+    collectives/engine.c \
+    collectives/select.c \
+    collectives/mem.c \
+    collectives/heartbeat.c
+collectives_libddl_la_CPPFLAGS = $(DDL_NOUCX_CPPFLAGS)
+collectives_libddl_la_CFLAGS = $(AM_CFLAGS)
+collectives_libddl_la_LIBADD = collectives/libddlalgo.la collectives/libddlucx.la \
+    collectives/libddlreduce.la common/libddlcommon.la $(UCX_LIBS) $(PTHREAD_LIBS) -lm
 collectives_libddl_la_LDFLAGS = $(AM_LDFLAGS) -version-info $(DDL_LT_VERSION) \
     -export-symbols-regex '^ddl_(init|finalize|rank|size|local_rank|local_size|node_id|num_nodes|comm_world|comm_node|comm_cross|comm_split|comm_free|comm_rank|comm_size|comm_abort|mem_register|mem_deregister|mem_alloc|mem_free|gpu_count|heartbeat|i?allreduce|i?bcast|i(allreduce|bcast|reduce_scatter|allgather)_stream|i?barrier|i?reduce_scatter|i?allgather|i?reduce|test|wait|request_free|status_str|last_error|dtype_size|ckpt_(begin|write|commit|wait|abort|latest|read|cleanup))$$'
 include_HEADERS = collectives/include/ddl.h
@@ -72,5 +94,19 @@ collectives_libddl_la_SOURCES += collectives/checkpoint.c collectives/crc32c.c \
 # loops of unknown trip count scalar, which made f32 sums 2x slower.
 noinst_LTLIBRARIES += collectives/libddlreduce.la
 collectives_libddlreduce_la_SOURCES = collectives/reduce.c
-collectives_libddlreduce_la_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS) -ftree-vectorize \
-    -fvect-cost-model=dynamic
+collectives_libddlreduce_la_CPPFLAGS = $(DDL_NOUCX_CPPFLAGS)
+collectives_libddlreduce_la_CFLAGS = $(AM_CFLAGS) -ftree-vectorize -fvect-cost-model=dynamic
+# The fence around UCX holds: under DDL_NOUCX_CPPFLAGS a file that includes
+# UCX does not compile (run by make check, before the tests).
+check-local: check-noucx
+check-noucx:
+	@printf '#include <ucp/api/ucp.h>\nint main(void) { return 0; }\n' >collectives/noucx-probe.c; \
+	if $(COMPILE) $(DDL_NOUCX_CPPFLAGS) -c collectives/noucx-probe.c \
+	     -o collectives/noucx-probe.o 2>/dev/null; then \
+	  rm -f collectives/noucx-probe.c collectives/noucx-probe.o; \
+	  echo "check-noucx: <ucp/api/ucp.h> compiles under DDL_NOUCX_CPPFLAGS: the fence is open" >&2; \
+	  exit 1; \
+	fi; \
+	rm -f collectives/noucx-probe.c collectives/noucx-probe.o; \
+	echo "check-noucx: UCX is unreachable from libddl's UCX-free files and tests/unit/t_algos"
+.PHONY: check-noucx

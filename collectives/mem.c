@@ -1,6 +1,7 @@
-/* mem.c: registered buffers (ddl_mem_register): one ucp_mem_map per buffer,
- * kept in a list that the transport searches for every send and receive,
- * so that repeated large transfers from the same buffers hand UCX their
+/* mem.c: registered buffers (ddl_mem_register): one UCX mapping per buffer
+ * (made by ucx.c), kept in a list that the transport searches for every
+ * send and receive (through ddl_mem_lookup, which init.c hands to it), so
+ * that repeated large transfers from the same buffers hand UCX their
  * registration (UCP_OP_ATTR_FIELD_MEMH) instead of costing a lookup in its
  * registration cache or a new registration.  A world of one has no UCX
  * context: its registrations are recorded but map nothing.
@@ -10,8 +11,9 @@
  * every rank packs its memory key, the world allgathers the keys, and each
  * rank maps the allocations of its node peers (ucp_rkey_ptr).  Only if every
  * rank mapped all of its node peers' (an allreduce) is the allocation
- * "mapped": then the ring algorithms read from it directly.  Allocations
- * are numbered in order (serial), the same on every rank. */
+ * "mapped": then the ring algorithms read from it directly (through
+ * ddl_mem_mapped_ops, the transport's mapped memory).  Allocations are
+ * numbered in order (serial), the same on every rank. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -23,7 +25,7 @@
 struct ddl_mem {
     char *base;
     size_t len;
-    ucp_mem_h memh;   /* NULL in a world of one */
+    void *memh;       /* the UCX mapping (ucx.c); NULL in a world of one */
     uint32_t serial;  /* ddl_mem_alloc: 1, 2, ...; 0 for a registration */
     int mapped;       /* every node peer of every rank mapped it */
     char **peer_base; /* world rank -> where its allocation is mapped here */
@@ -82,9 +84,9 @@ static void release(ddl_mem_t *m)
 {
     if (m->peer_rkey)
         for (int i = 0; i < ddl_ctx.size; i++)
-            ddl_tl_unmap_peer(m->peer_rkey[i]);
-    if (m->memh && ddl_ctx.ucp)
-        ucp_mem_unmap(ddl_ctx.ucp, m->memh);
+            ddl_ucx_unmap_peer(m->peer_rkey[i]);
+    if (m->memh)
+        ddl_ucx_mem_unmap(m->memh);
     else if (m->serial)
         free(m->base); /* a world of one: posix_memalign */
     free(m->peer_base);
@@ -105,17 +107,11 @@ ddl_status_t ddl_mem_register(void *buf, size_t len, ddl_mem_t **mem)
         return ddl_fail(DDL_ERR_NOMEM, "out of memory for a registration");
     m->base = buf;
     m->len = len;
-    if (ddl_ctx.ucp) {
-        ucp_mem_map_params_t p = {
-            .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-            .address = buf,
-            .length = len,
-        };
-        ucs_status_t us = ucp_mem_map(ddl_ctx.ucp, &p, &m->memh);
-        if (us != UCS_OK) {
+    if (ddl_ctx.tl) {
+        ddl_status_t st = ddl_ucx_mem_register(buf, len, &m->memh);
+        if (st != DDL_OK) {
             free(m);
-            return ddl_fail(DDL_ERR_TRANSPORT, "cannot register %zu bytes at %p: %s", len, buf,
-                            ucs_status_string(us));
+            return st;
         }
     }
     list_add(m);
@@ -138,7 +134,7 @@ static ddl_status_t map_peers(ddl_mem_t *m, int have, int *ok)
     }
     if (have) {
         recs[me].addr = (uintptr_t)m->base;
-        recs[me].rkey_len = (uint32_t)ddl_tl_rkey_pack(m->memh, recs[me].rkey, DDL_RKEY_MAX);
+        recs[me].rkey_len = (uint32_t)ddl_ucx_rkey_pack(m->memh, recs[me].rkey, DDL_RKEY_MAX);
     }
     ddl_status_t st = ddl_allgather(&ddl_ctx.world, DDL_IN_PLACE, recs, sizeof *recs, DDL_UINT8);
     *ok = have;
@@ -146,7 +142,7 @@ static ddl_status_t map_peers(ddl_mem_t *m, int have, int *ok)
         if (i == me || ddl_ctx.node_of[i] != ddl_ctx.node_of[me])
             continue;
         if (recs[i].rkey_len)
-            m->peer_base[i] = ddl_tl_map_peer(i, recs[i].rkey, recs[i].addr, &m->peer_rkey[i]);
+            m->peer_base[i] = ddl_ucx_map_peer(i, recs[i].rkey, recs[i].addr, &m->peer_rkey[i]);
         if (!m->peer_base[i])
             *ok = 0;
     }
@@ -168,9 +164,9 @@ ddl_status_t ddl_mem_alloc(size_t len, void **ptr, ddl_mem_t **mem)
     m->len = len;
     m->serial = ++next_serial;
     ddl_status_t st = DDL_OK;
-    if (ddl_ctx.ucp) {
+    if (ddl_ctx.tl) {
         void *base = NULL;
-        st = ddl_tl_mem_alloc(len, &base, (void **)&m->memh);
+        st = ddl_ucx_mem_alloc(len, &base, &m->memh);
         m->base = base;
     } else if (posix_memalign((void **)&m->base, 4096, len) != 0) {
         m->base = NULL;
@@ -194,7 +190,7 @@ ddl_status_t ddl_mem_alloc(size_t len, void **ptr, ddl_mem_t **mem)
     m->mapped = ddl_ctx.size > 1 && ok_all;
     if (!m->mapped && m->peer_rkey) {
         for (int i = 0; i < ddl_ctx.size; i++) {
-            ddl_tl_unmap_peer(m->peer_rkey[i]);
+            ddl_ucx_unmap_peer(m->peer_rkey[i]);
             m->peer_rkey[i] = NULL;
             m->peer_base[i] = NULL;
         }
@@ -266,6 +262,12 @@ const char *ddl_mem_peer_view(uint32_t serial, int peer, uint64_t off)
     pthread_mutex_unlock(&mem_mu);
     return p;
 }
+
+const ddl_mapped_ops_t ddl_mem_mapped_ops = {
+    .count = ddl_mem_mapped_count,
+    .at = ddl_mem_mapped_at,
+    .peer_view = ddl_mem_peer_view,
+};
 
 ddl_status_t ddl_mem_deregister(ddl_mem_t *mem)
 {

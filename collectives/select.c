@@ -35,8 +35,6 @@
 #include "log.h"
 #include "util.h"
 
-ddl_tune_t ddl_tune = {.seg_bytes = DDL_SEGMENT_BYTES_DEFAULT, .window = 4};
-
 static ddl_algo_t forced = DDL_ALGO_AUTO;
 static ddl_bcast_algo_t bcast_forced = DDL_BCAST_AUTO;
 static ddl_bcast_algo_t bcast_last = DDL_BCAST_AUTO;
@@ -373,26 +371,4 @@ ddl_bcast_algo_t ddl_bcast_select(const ddl_comm_t *comm, size_t bytes)
         bcast_last = a;
     }
     return a;
-}
-
-static void *scratch;
-static size_t scratch_len;
-
-void *ddl_scratch(size_t bytes)
-{
-    if (bytes <= scratch_len && scratch)
-        return scratch;
-    void *p = realloc(scratch, bytes ? bytes : 1);
-    if (!p)
-        return NULL;
-    scratch = p;
-    scratch_len = bytes;
-    return scratch;
-}
-
-void ddl_scratch_free(void)
-{
-    free(scratch);
-    scratch = NULL;
-    scratch_len = 0;
 }

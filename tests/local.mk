@@ -12,12 +12,19 @@ tests_unit_t_ddlrun_args_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher
 tests_unit_t_ddlrun_args_LDADD = common/libddlcommon.la
 tests_unit_t_reduce_SOURCES = tests/unit/t_reduce.c collectives/reduce.c collectives/status.c \
                               tests/tap.h
-tests_unit_t_reduce_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
-tests_unit_t_reduce_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/collectives
+tests_unit_t_reduce_CPPFLAGS = $(DDL_NOUCX_CPPFLAGS) -I$(top_srcdir)/collectives
 tests_unit_t_reduce_LDADD = common/libddlcommon.la
 tests_unit_t_gpu_plan_SOURCES = tests/unit/t_gpu_plan.c collectives/gpu_plan.c tests/tap.h
-tests_unit_t_gpu_plan_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
-tests_unit_t_gpu_plan_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/collectives
+tests_unit_t_gpu_plan_CPPFLAGS = $(DDL_NOUCX_CPPFLAGS) -I$(top_srcdir)/collectives
+# t_algos: every algorithm over the loopback transport, without UCX (no UCX
+# header reachable: collectives/noucx comes first on the include path)
+check_PROGRAMS += tests/unit/t_algos
+TESTS += tests/unit/t_algos
+tests_unit_t_algos_SOURCES = tests/unit/t_algos.c collectives/transport_loopback.c \
+                             collectives/transport_loopback.h tests/tap.h
+tests_unit_t_algos_CPPFLAGS = $(DDL_NOUCX_CPPFLAGS) -I$(top_srcdir)/collectives
+tests_unit_t_algos_LDADD = collectives/libddlalgo.la collectives/libddlreduce.la \
+                           common/libddlcommon.la $(PTHREAD_LIBS) -lm
 tests_unit_t_api_SOURCES = tests/unit/t_api.c tests/tap.h
 tests_unit_t_api_LDADD = collectives/libddl.la
 tests_helpers_nb_check_SOURCES = tests/helpers/nb-check.c tests/helpers/check.h
