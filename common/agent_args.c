@@ -56,38 +56,90 @@ static const num_opt_t *num_opt(int letter)
 static void num_get(const ddl_agent_args_t *a, int letter, long *v)
 {
     switch (letter) {
-    case 'n': *v = a->size; break;
-    case 'r': *v = a->ready_fd; break;
-    case 'p': *v = a->parent; break;
-    case 'N': *v = a->node_id; break;
-    case 'M': *v = a->nnodes; break;
-    case 'S': *v = a->secret_fd; break;
-    case 'T': *v = a->tcp_fd; break;
-    case 'H': *v = a->heartbeat_ms; break;
-    case 'R': *v = a->restarts; break;
-    case 'C': *v = a->crash_loop; break;
-    case 'O': *v = a->node_timeout_ms; break;
-    case 'P': *v = a->spares; break;
-    default: *v = a->min_nodes; break;
+    case 'n':
+        *v = a->size;
+        break;
+    case 'r':
+        *v = a->ready_fd;
+        break;
+    case 'p':
+        *v = a->parent;
+        break;
+    case 'N':
+        *v = a->node_id;
+        break;
+    case 'M':
+        *v = a->nnodes;
+        break;
+    case 'S':
+        *v = a->secret_fd;
+        break;
+    case 'T':
+        *v = a->tcp_fd;
+        break;
+    case 'H':
+        *v = a->heartbeat_ms;
+        break;
+    case 'R':
+        *v = a->restarts;
+        break;
+    case 'C':
+        *v = a->crash_loop;
+        break;
+    case 'O':
+        *v = a->node_timeout_ms;
+        break;
+    case 'P':
+        *v = a->spares;
+        break;
+    default:
+        *v = a->min_nodes;
+        break;
     }
 }
 
 static void num_set(ddl_agent_args_t *a, int letter, long v)
 {
     switch (letter) {
-    case 'n': a->size = (uint32_t)v; break;
-    case 'r': a->ready_fd = (int)v; break;
-    case 'p': a->parent = (int)v; break;
-    case 'N': a->node_id = (uint32_t)v; break;
-    case 'M': a->nnodes = (uint32_t)v; break;
-    case 'S': a->secret_fd = (int)v; break;
-    case 'T': a->tcp_fd = (int)v; break;
-    case 'H': a->heartbeat_ms = (int)v; break;
-    case 'R': a->restarts = (uint32_t)v; break;
-    case 'C': a->crash_loop = (uint32_t)v; break;
-    case 'O': a->node_timeout_ms = (int)v; break;
-    case 'P': a->spares = (uint32_t)v; break;
-    default: a->min_nodes = (uint32_t)v; break;
+    case 'n':
+        a->size = (uint32_t)v;
+        break;
+    case 'r':
+        a->ready_fd = (int)v;
+        break;
+    case 'p':
+        a->parent = (int)v;
+        break;
+    case 'N':
+        a->node_id = (uint32_t)v;
+        break;
+    case 'M':
+        a->nnodes = (uint32_t)v;
+        break;
+    case 'S':
+        a->secret_fd = (int)v;
+        break;
+    case 'T':
+        a->tcp_fd = (int)v;
+        break;
+    case 'H':
+        a->heartbeat_ms = (int)v;
+        break;
+    case 'R':
+        a->restarts = (uint32_t)v;
+        break;
+    case 'C':
+        a->crash_loop = (uint32_t)v;
+        break;
+    case 'O':
+        a->node_timeout_ms = (int)v;
+        break;
+    case 'P':
+        a->spares = (uint32_t)v;
+        break;
+    default:
+        a->min_nodes = (uint32_t)v;
+        break;
     }
 }
 
@@ -97,9 +149,17 @@ static void num_set(ddl_agent_args_t *a, int letter, long v)
 static int given(int letter, long v)
 {
     switch (letter) {
-    case 'r': case 'S': case 'T': return v != -1;
-    case 'n': case 'p': case 'H': case 'O': return v != 0;
-    default: return 1;
+    case 'r':
+    case 'S':
+    case 'T':
+        return v != -1;
+    case 'n':
+    case 'p':
+    case 'H':
+    case 'O':
+        return v != 0;
+    default:
+        return 1;
     }
 }
 
@@ -151,21 +211,26 @@ int ddl_agent_args_check(const ddl_agent_args_t *a, ddl_error_t *err)
     if (!a->socket || !*a->socket || !a->step || !*a->step || a->size == 0)
         return inval(err, "--socket, --step and --size are required");
     if (a->local_ranks && !ranks_ok(a->local_ranks))
-        return inval(err, "--local-ranks: '%s' is not a list of ranks like 0,1,2 (each "
-                             "0-%d)", a->local_ranks, DDL_MAX_RANKS - 1);
+        return inval(err,
+                     "--local-ranks: '%s' is not a list of ranks like 0,1,2 (each "
+                     "0-%d)",
+                     a->local_ranks, DDL_MAX_RANKS - 1);
     if (a->host && !host_ok(a->host))
-        return inval(err, "--host: '%s' is not a node name (1-63 characters, no blanks "
-                             "or quotes)", a->host);
+        return inval(err,
+                     "--host: '%s' is not a node name (1-63 characters, no blanks "
+                     "or quotes)",
+                     a->host);
     if (a->leader && !*a->leader)
         return inval(err, "--leader: '' is not an IP:PORT address");
     if (a->heartbeat_ms && a->node_timeout_ms && a->heartbeat_ms >= a->node_timeout_ms)
-        return inval(err, "--heartbeat %d must be less than --node-timeout %d",
-                             a->heartbeat_ms, a->node_timeout_ms);
+        return inval(err, "--heartbeat %d must be less than --node-timeout %d", a->heartbeat_ms,
+                     a->node_timeout_ms);
     if (a->nnodes > 1 && (a->node_id >= a->nnodes || !a->local_ranks || a->secret_fd < 0 ||
                           (a->tcp_fd < 0) == !a->leader))
-        return inval(err, "a step on %u nodes needs --node-id below it, --local-ranks, "
-                             "--secret-fd and one of --tcp-fd (the leader) or --leader",
-                             a->nnodes);
+        return inval(err,
+                     "a step on %u nodes needs --node-id below it, --local-ranks, "
+                     "--secret-fd and one of --tcp-fd (the leader) or --leader",
+                     a->nnodes);
     return 0;
 }
 
@@ -176,11 +241,11 @@ int ddl_agent_argv_build(const ddl_agent_args_t *a, ddl_agent_argv_t *out, ddl_e
     int k = 0, nn = 0;
     memset(out, 0, sizeof *out);
 #define ARG(s) (out->argv[k++] = (char *)(s))
-#define NUM(name, v)                                                                     \
-    do {                                                                                 \
-        snprintf(out->num[nn], sizeof out->num[nn], "%ld", (long)(v));                   \
-        ARG("--" name);                                                                  \
-        ARG(out->num[nn++]);                                                             \
+#define NUM(name, v)                                                   \
+    do {                                                               \
+        snprintf(out->num[nn], sizeof out->num[nn], "%ld", (long)(v)); \
+        ARG("--" name);                                                \
+        ARG(out->num[nn++]);                                           \
     } while (0)
     ARG("ddl-agent");
     ARG("serve");
@@ -288,8 +353,10 @@ int ddl_agent_argv_parse(int argc, char **argv, ddl_agent_args_t *a, ddl_error_t
         case 'L':
             if (!ranks_ok(optarg)) {
                 errno = EINVAL;
-                return ddl_errprintf(err, "--local-ranks: '%s' is not a list of ranks like "
-                                     "0,1,2 (each 0-%d)", optarg, DDL_MAX_RANKS - 1);
+                return ddl_errprintf(err,
+                                     "--local-ranks: '%s' is not a list of ranks like "
+                                     "0,1,2 (each 0-%d)",
+                                     optarg, DDL_MAX_RANKS - 1);
             }
             a->local_ranks = optarg;
             break;

@@ -33,7 +33,7 @@ typedef struct {
     int tcp_fd;              /* --tcp-fd: the leader's listening TCP socket; -1 none */
     const char *leader;      /* --leader IP:PORT: a follower's leader; NULL none */
     int exit_when_done;      /* --exit-when-done */
-    int heartbeat_ms;        /* --heartbeat: DDL_HEARTBEAT_MIN_MS to DDL_HEARTBEAT_MAX_S s; 0 default */
+    int heartbeat_ms;        /* --heartbeat: ms (ddl_limits.h); 0 default */
     int supervise;           /* --supervise: the agents decide restarts (as under Slurm) */
     uint32_t restarts;       /* --restarts: 0-DDL_MAX_RESTARTS */
     uint32_t crash_loop;     /* --crash-loop: 0 (no check)-DDL_MAX_RESTARTS */
@@ -44,7 +44,7 @@ typedef struct {
 } ddl_agent_args_t;
 
 /* DDL_AGENT_ARGS_INIT: nothing given (descriptors -1, one node). */
-#define DDL_AGENT_ARGS_INIT                                                            \
+#define DDL_AGENT_ARGS_INIT \
     ((ddl_agent_args_t){.ready_fd = -1, .secret_fd = -1, .tcp_fd = -1, .nnodes = 1})
 
 /* Room for a built command line: its strings point into the caller's

@@ -10,7 +10,7 @@
 #include "env.h"
 
 const ddl_env_info_t ddl_env_table[DDLENV_COUNT] = {
-#define DDL_ENV(name, type, min, max, def, text, set_by, read_by, doc)                          \
+#define DDL_ENV(name, type, min, max, def, text, set_by, read_by, doc) \
     {#name, DDL_ENV_##type, (long)(min), (long)(max), (long)(def), text, set_by, read_by, doc},
 #include "ddl_env.def"
 #undef DDL_ENV
@@ -19,15 +19,24 @@ const ddl_env_info_t ddl_env_table[DDLENV_COUNT] = {
 const char *ddl_env_type_word(ddl_env_type_t type)
 {
     switch (type) {
-    case DDL_ENV_MS: return "a number of milliseconds";
-    case DDL_ENV_SECONDS: return "a number of seconds";
-    case DDL_ENV_BYTES: return "a number of bytes";
-    case DDL_ENV_BOOL: return "0 or 1";
-    case DDL_ENV_FD: return "a file descriptor";
-    case DDL_ENV_STRING: return "a string";
-    case DDL_ENV_PATH: return "a path";
-    case DDL_ENV_ENUM: return "one of";
-    default: return "a number";
+    case DDL_ENV_MS:
+        return "a number of milliseconds";
+    case DDL_ENV_SECONDS:
+        return "a number of seconds";
+    case DDL_ENV_BYTES:
+        return "a number of bytes";
+    case DDL_ENV_BOOL:
+        return "0 or 1";
+    case DDL_ENV_FD:
+        return "a file descriptor";
+    case DDL_ENV_STRING:
+        return "a string";
+    case DDL_ENV_PATH:
+        return "a path";
+    case DDL_ENV_ENUM:
+        return "one of";
+    default:
+        return "a number";
     }
 }
 
@@ -37,8 +46,7 @@ const char *ddl_env_str(ddl_env_id_t id)
     return v && *v ? v : NULL;
 }
 
-int ddl_env_parse(ddl_env_id_t id, const char *v, long min, long max, long *out,
-                  ddl_error_t *err)
+int ddl_env_parse(ddl_env_id_t id, const char *v, long min, long max, long *out, ddl_error_t *err)
 {
     if ((unsigned)id >= DDLENV_COUNT) {
         errno = EINVAL;
@@ -115,7 +123,6 @@ int ddl_env_enum(ddl_env_id_t id, int *out, ddl_error_t *err)
 
 char *ddl_env_format_long(ddl_env_id_t id, long value, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s=%ld", (unsigned)id < DDLENV_COUNT ? ddl_env_table[id].name : "?",
-             value);
+    snprintf(buf, len, "%s=%ld", (unsigned)id < DDLENV_COUNT ? ddl_env_table[id].name : "?", value);
     return buf;
 }

@@ -26,7 +26,7 @@ typedef enum {
     DDL_ENV_FD,      /* a file descriptor */
     DDL_ENV_STRING,
     DDL_ENV_PATH,
-    DDL_ENV_ENUM,    /* one of a list of words */
+    DDL_ENV_ENUM, /* one of a list of words */
 } ddl_env_type_t;
 
 /* DDLENV_DDL_RANK...: a variable's index in ddl_env_table. */
@@ -38,10 +38,10 @@ typedef enum {
 } ddl_env_id_t;
 
 typedef struct {
-    const char *name;       /* "DDL_RANK" */
+    const char *name; /* "DDL_RANK" */
     ddl_env_type_t type;
-    long min, max, def;     /* numeric types: range and default */
-    const char *text;       /* ENUM: the values, space-separated, default first;
+    long min, max, def; /* numeric types: range and default */
+    const char *text;   /* ENUM: the values, space-separated, default first;
                              * others: the default in words, or "" */
     const char *set_by, *read_by, *doc;
 } ddl_env_info_t;
@@ -69,8 +69,7 @@ int ddl_env_long_in(ddl_env_id_t id, long min, long max, long def, long *out, dd
 /* ddl_env_parse: v as the value of a numeric variable, in [min, max]
  * clipped to the table's range.  0, or -1 with errno EINVAL and err as
  * above (v NULL: "NAME='' is not ..."). */
-int ddl_env_parse(ddl_env_id_t id, const char *v, long min, long max, long *out,
-                  ddl_error_t *err);
+int ddl_env_parse(ddl_env_id_t id, const char *v, long min, long max, long *out, ddl_error_t *err);
 
 /* ddl_env_enum: an ENUM variable as the index of its value in the table's
  * list (0, the default, when unset or empty).  Returns 1, 0, or -1 with

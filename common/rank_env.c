@@ -65,8 +65,7 @@ int ddl_rank_env_build(const ddl_rank_env_t *e, ddl_rank_env_vars_t *v, ddl_erro
         (e->hang_ms && check(DDLENV_DDL_HANG_TIMEOUT_MS, e->hang_ms, 0, LONG_MAX, err) < 0) ||
         (e->grace_ms != -1 && check(DDLENV_DDL_GRACE_MS, e->grace_ms, 0, LONG_MAX, err) < 0))
         return -1;
-    if (add_long(&o, "DDL_RANK", e->rank, err) < 0 ||
-        add_long(&o, "DDL_SIZE", e->size, err) < 0 ||
+    if (add_long(&o, "DDL_RANK", e->rank, err) < 0 || add_long(&o, "DDL_SIZE", e->size, err) < 0 ||
         add_long(&o, "DDL_LOCAL_RANK", e->local_rank, err) < 0 ||
         add_long(&o, "DDL_LOCAL_SIZE", e->local_size, err) < 0 ||
         add_long(&o, "DDL_NODE_ID", e->node_id, err) < 0 ||
@@ -125,8 +124,8 @@ static const char *get_env(const char *name, void *ctx)
 }
 
 /* num: the variable id through get, in [min, max]; def when unset. */
-static int num(ddl_rank_env_get_t get, void *ctx, int required, ddl_env_id_t id, long min,
-               long max, long def, long *out, ddl_error_t *err)
+static int num(ddl_rank_env_get_t get, void *ctx, int required, ddl_env_id_t id, long min, long max,
+               long def, long *out, ddl_error_t *err)
 {
     const char *name = ddl_env_table[id].name, *v = get(name, ctx);
     if (!v || !*v) {

@@ -31,13 +31,13 @@ typedef struct {
 } ddl_rank_env_t;
 
 /* DDL_RANK_ENV_INIT: a world of one, nothing else written. */
-#define DDL_RANK_ENV_INIT                                                                    \
+#define DDL_RANK_ENV_INIT \
     ((ddl_rank_env_t){.size = 1, .local_size = 1, .nnodes = 1, .grace_ms = -1})
 
 #define DDL_RANK_ENV_MAX 24
 /* The variables of a rank, as "NAME=VALUE" strings (into pool). */
 typedef struct {
-    char *set[DDL_RANK_ENV_MAX + 1]; /* NULL-terminated */
+    char *set[DDL_RANK_ENV_MAX + 1];      /* NULL-terminated */
     unsigned char weak[DDL_RANK_ENV_MAX]; /* 1: not when the environment has its own */
     int n;
     char pool[3 * 4096 + 1024];

@@ -37,7 +37,9 @@ int main(void)
         case DDL_ENV_SECONDS:
         case DDL_ENV_BYTES:
             printf("%ld to %ld %s", e->min, e->max,
-                   e->type == DDL_ENV_MS ? "ms" : e->type == DDL_ENV_SECONDS ? "s" : "bytes");
+                   e->type == DDL_ENV_MS        ? "ms"
+                   : e->type == DDL_ENV_SECONDS ? "s"
+                                                : "bytes");
             break;
         case DDL_ENV_BOOL:
             printf("`0` or `1`");

@@ -22,12 +22,11 @@ static int args_eq(const ddl_agent_args_t *x, const ddl_agent_args_t *y)
     return str_eq(x->socket, y->socket) && str_eq(x->step, y->step) && x->size == y->size &&
            x->ready_fd == y->ready_fd && x->parent == y->parent && x->node_id == y->node_id &&
            x->nnodes == y->nnodes && str_eq(x->local_ranks, y->local_ranks) &&
-           x->secret_fd == y->secret_fd && x->tcp_fd == y->tcp_fd &&
-           str_eq(x->leader, y->leader) && x->exit_when_done == y->exit_when_done &&
-           x->heartbeat_ms == y->heartbeat_ms && x->supervise == y->supervise &&
-           x->restarts == y->restarts && x->crash_loop == y->crash_loop &&
-           x->node_timeout_ms == y->node_timeout_ms && x->spares == y->spares &&
-           x->min_nodes == y->min_nodes && str_eq(x->host, y->host);
+           x->secret_fd == y->secret_fd && x->tcp_fd == y->tcp_fd && str_eq(x->leader, y->leader) &&
+           x->exit_when_done == y->exit_when_done && x->heartbeat_ms == y->heartbeat_ms &&
+           x->supervise == y->supervise && x->restarts == y->restarts &&
+           x->crash_loop == y->crash_loop && x->node_timeout_ms == y->node_timeout_ms &&
+           x->spares == y->spares && x->min_nodes == y->min_nodes && str_eq(x->host, y->host);
 }
 
 /* round_trip: build, parse (after "ddl-agent"), compare. */
@@ -123,8 +122,8 @@ static void refused(const char *opt, const char *value, const char *range)
     argv[n] = NULL;
     errno = 0;
     int rc = ddl_agent_argv_parse(n, argv, &back, &err);
-    ok(ok_build && rc == -1 && errno == EINVAL && strstr(err.text, o) &&
-           strstr(err.text, value) && strstr(err.text, range),
+    ok(ok_build && rc == -1 && errno == EINVAL && strstr(err.text, o) && strstr(err.text, value) &&
+           strstr(err.text, range),
        "--%s %s refused with %s", opt, value, range);
     if (rc == 0 || !strstr(err.text, range))
         diag("got: %s", rc == 0 ? "(accepted)" : err.text);
@@ -238,8 +237,7 @@ int main(void)
        "extra argument refused");
 
     uint32_t *ranks, n;
-    ok(ddl_rank_list_parse("0,1,5", &ranks, &n) == 0 && n == 3 && ranks[2] == 5,
-       "rank list 0,1,5");
+    ok(ddl_rank_list_parse("0,1,5", &ranks, &n) == 0 && n == 3 && ranks[2] == 5, "rank list 0,1,5");
     if (n == 3)
         free(ranks);
     ok(ddl_rank_list_parse("", &ranks, &n) == -1 && errno == EINVAL, "empty rank list refused");

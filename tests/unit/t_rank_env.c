@@ -33,13 +33,12 @@ static int str_eq(const char *a, const char *b)
 static int env_eq(const ddl_rank_env_t *x, const ddl_rank_env_t *y)
 {
     return x->rank == y->rank && x->size == y->size && x->local_rank == y->local_rank &&
-           x->local_size == y->local_size && x->node_id == y->node_id &&
-           x->nnodes == y->nnodes && x->gen == y->gen && str_eq(x->step, y->step) &&
-           str_eq(x->agent_sock, y->agent_sock) && x->spares == y->spares &&
-           x->min_nodes == y->min_nodes && str_eq(x->ckpt_dir, y->ckpt_dir) &&
-           x->hang_ms == y->hang_ms && x->grace_ms == y->grace_ms &&
-           str_eq(x->heartbeat_path, y->heartbeat_path) && str_eq(x->master_addr, y->master_addr) &&
-           str_eq(x->master_port, y->master_port);
+           x->local_size == y->local_size && x->node_id == y->node_id && x->nnodes == y->nnodes &&
+           x->gen == y->gen && str_eq(x->step, y->step) && str_eq(x->agent_sock, y->agent_sock) &&
+           x->spares == y->spares && x->min_nodes == y->min_nodes &&
+           str_eq(x->ckpt_dir, y->ckpt_dir) && x->hang_ms == y->hang_ms &&
+           x->grace_ms == y->grace_ms && str_eq(x->heartbeat_path, y->heartbeat_path) &&
+           str_eq(x->master_addr, y->master_addr) && str_eq(x->master_port, y->master_port);
 }
 
 static void round_trip(const ddl_rank_env_t *e, int required, const char *name)
@@ -130,7 +129,7 @@ int main(void)
            back.local_size == 1 && back.nnodes == 1 && back.grace_ms == -1,
        "no variables: a world of one");
     parse_refuses(none, 1, "a missing DDL_SIZE when required", "DDL_SIZE is not set");
-    char *nostep[] = {"DDL_SIZE=2", "DDL_RANK=1", "DDL_NNODES=1", "DDL_NODE_ID=0",
+    char *nostep[] = {"DDL_SIZE=2",       "DDL_RANK=1",       "DDL_NNODES=1",      "DDL_NODE_ID=0",
                       "DDL_LOCAL_SIZE=2", "DDL_LOCAL_RANK=1", "DDL_AGENT_SOCK=/s", NULL};
     parse_refuses(nostep, 1, "a missing DDL_STEP_ID when required", "DDL_STEP_ID is not set");
     char *lr[] = {"DDL_SIZE=8", "DDL_RANK=6", "DDL_LOCAL_SIZE=4", NULL};
@@ -141,7 +140,8 @@ int main(void)
     char *r1[] = {"DDL_SIZE=4", "DDL_RANK=4", NULL};
     parse_refuses(r1, 0, "DDL_RANK=4 of 4", "DDL_RANK='4' is not a number (0-3)");
     char *r2[] = {"DDL_SIZE=1048577", NULL};
-    parse_refuses(r2, 0, "DDL_SIZE past DDL_MAX_RANKS", "DDL_SIZE='1048577' is not a number (1-1048576)");
+    parse_refuses(r2, 0, "DDL_SIZE past DDL_MAX_RANKS",
+                  "DDL_SIZE='1048577' is not a number (1-1048576)");
     char *r3[] = {"DDL_SIZE=4", "DDL_NNODES=2", "DDL_NODE_ID=2", NULL};
     parse_refuses(r3, 0, "DDL_NODE_ID=2 of 2", "DDL_NODE_ID='2' is not a number (0-1)");
     char *r4[] = {"DDL_GRACE_MS=600001", NULL};
@@ -201,9 +201,8 @@ int main(void)
        "apply: set, but the user's MASTER_PORT kept");
     char buf[4096] = "";
     FILE *f = fmemopen(buf, sizeof buf, "w");
-    ok(f && ddl_rank_env_write(&vars, f) == 0 && fclose(f) == 0 &&
-           strstr(buf, "DDL_RANK=5\n") && !strstr(buf, "MASTER_PORT") &&
-           !strstr(buf, "MASTER_ADDR"),
+    ok(f && ddl_rank_env_write(&vars, f) == 0 && fclose(f) == 0 && strstr(buf, "DDL_RANK=5\n") &&
+           !strstr(buf, "MASTER_PORT") && !strstr(buf, "MASTER_ADDR"),
        "write: lines, without the MASTER_* this environment has");
     return done_testing();
 }
