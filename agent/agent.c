@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "agent_int.h"
+#include "env.h"
 #include "log.h"
 #include "sock.h"
 
@@ -431,7 +432,7 @@ static int setup(agent_t *a)
     a->leader = o->nnodes <= 1 || !o->leader;
     a->started_ms = ddl_now_ms();
     a->beat_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : DDL_HEARTBEAT_DEFAULT_MS;
-    a->ckpt_dir = getenv("DDL_CHECKPOINT_DIR");
+    a->ckpt_dir = ddl_env_str(DDLENV_DDL_CHECKPOINT_DIR);
     a->node_timeout_ms = o->node_timeout_ms > 0 ? o->node_timeout_ms : DDL_NODE_TIMEOUT_DEFAULT_MS;
     uint32_t age;
     int64_t ck = -1;

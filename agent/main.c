@@ -25,8 +25,10 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agent_args.h"
 #include "beat.h"
 #include "config_cmd.h"
+#include "env.h"
 #include "ddl_limits.h"
 #include "ddl_version.h"
 #include "log.h"
@@ -135,31 +137,6 @@ static int cmd_heartbeat(int argc, char **argv)
     return 0;
 }
 
-/* parse_ranks: "0,1,5" into a malloc'd array. */
-static int parse_ranks(const char *text, uint32_t **out, uint32_t *n)
-{
-    char *copy = strdup(text), *save = NULL;
-    uint32_t *r = calloc(strlen(text) / 2 + 1, sizeof *r);
-    long v;
-    *n = 0;
-    if (!copy || !r)
-        goto fail;
-    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (ddl_parse_long(t, 0, DDL_MAX_RANKS - 1, &v) < 0)
-            goto fail;
-        r[(*n)++] = (uint32_t)v;
-    }
-    if (*n == 0)
-        goto fail;
-    free(copy);
-    *out = r;
-    return 0;
-fail:
-    free(copy);
-    free(r);
-    return -1;
-}
-
 /* read_secret: the step's secret from a pipe (never on the command line,
  * where every user could read it). */
 static int read_secret(int fd, uint8_t *buf, uint32_t *len)
@@ -178,158 +155,43 @@ static int read_secret(int fd, uint8_t *buf, uint32_t *len)
     return got >= 16 ? 0 : -1;
 }
 
+/* cmd_serve: the options (common/agent_args.c, shared with the launchers
+ * that build them), then the secret from its pipe, then the daemon. */
 static int cmd_serve(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"socket", required_argument, NULL, 's'},
-        {"step", required_argument, NULL, 't'},
-        {"size", required_argument, NULL, 'n'},
-        {"ready-fd", required_argument, NULL, 'r'},
-        {"parent", required_argument, NULL, 'p'},
-        {"node-id", required_argument, NULL, 'N'},
-        {"nnodes", required_argument, NULL, 'M'},
-        {"local-ranks", required_argument, NULL, 'L'},
-        {"secret-fd", required_argument, NULL, 'S'},
-        {"tcp-fd", required_argument, NULL, 'T'},
-        {"leader", required_argument, NULL, 'l'},
-        {"exit-when-done", no_argument, NULL, 'x'},
-        {"heartbeat", required_argument, NULL, 'H'},
-        {"supervise", no_argument, NULL, 'V'},
-        {"restarts", required_argument, NULL, 'R'},
-        {"crash-loop", required_argument, NULL, 'C'},
-        {"node-timeout", required_argument, NULL, 'O'},
-        {"spares", required_argument, NULL, 'P'},
-        {"min-nodes", required_argument, NULL, 'm'},
-        {"host", required_argument, NULL, 'o'},
-        {NULL, 0, NULL, 0},
-    };
-    ddl_agent_opts_t o = {.ready_fd = -1, .tcp_fd = -1, .nnodes = 1};
+    ddl_agent_args_t a;
+    ddl_error_t err;
     static uint8_t secret[DDL_PROTO_MAX_SECRET];
     uint32_t *local = NULL;
-    int secret_fd = -1, rc;
     long v;
-    int c;
-    /* the step's heartbeat interval (srun --ddl-heartbeat, ddl.conf) */
-    const char *hb = getenv("DDL_HEARTBEAT_S");
-    if (hb && *hb && ddl_parse_long(hb, DDL_HEARTBEAT_MIN_S, DDL_HEARTBEAT_MAX_S, &v) == 0)
-        o.heartbeat_ms = (int)v * 1000;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+s:t:n:r:p:", opts, NULL)) != -1) {
-        switch (c) {
-        case 's':
-            o.socket_path = optarg;
-            break;
-        case 't':
-            o.step = optarg;
-            break;
-        case 'n':
-            if (ddl_parse_long(optarg, 1, DDL_MAX_RANKS, &v) < 0)
-                return bad("serve: --size: '%s' is not a number of ranks (1-%d)", optarg,
-                           DDL_MAX_RANKS);
-            o.size = (uint32_t)v;
-            break;
-        case 'r':
-            if (ddl_parse_long(optarg, 0, 1 << 20, &v) < 0)
-                return bad("serve: --ready-fd: '%s' is not a file descriptor", optarg);
-            o.ready_fd = (int)v;
-            break;
-        case 'p':
-            if (ddl_parse_long(optarg, 1, 1L << 22, &v) < 0)
-                return bad("serve: --parent: '%s' is not a process id", optarg);
-            o.parent_pid = (int)v;
-            break;
-        case 'N':
-            if (ddl_parse_long(optarg, 0, DDL_MAX_NODES - 1, &v) < 0)
-                return bad("serve: --node-id: '%s' is not a node id (0-%d)", optarg,
-                           DDL_MAX_NODES - 1);
-            o.node_id = (uint32_t)v;
-            break;
-        case 'M':
-            if (ddl_parse_long(optarg, 1, DDL_MAX_NODES, &v) < 0)
-                return bad("serve: --nnodes: '%s' is not a number of nodes (1-%d)", optarg,
-                           DDL_MAX_NODES);
-            o.nnodes = (uint32_t)v;
-            break;
-        case 'L':
-            free(local);
-            if (parse_ranks(optarg, &local, &o.nlocal) < 0)
-                return bad("serve: --local-ranks: '%s' is not a list of ranks like 0,1,2", optarg);
-            o.local = local;
-            break;
-        case 'S':
-        case 'T':
-            if (ddl_parse_long(optarg, 0, 1 << 20, &v) < 0)
-                return bad("serve: --%s: '%s' is not a file descriptor",
-                           c == 'S' ? "secret-fd" : "tcp-fd", optarg);
-            *(c == 'S' ? &secret_fd : &o.tcp_fd) = (int)v;
-            break;
-        case 'l':
-            o.leader = optarg;
-            break;
-        case 'x':
-            o.exit_when_done = 1;
-            break;
-        case 'H':
-            if (ddl_parse_long(optarg, DDL_HEARTBEAT_MIN_MS, DDL_HEARTBEAT_MAX_S * 1000L, &v) < 0)
-                return bad("serve: --heartbeat: '%s' is not a number of milliseconds (%d-%d)",
-                           optarg, DDL_HEARTBEAT_MIN_MS, DDL_HEARTBEAT_MAX_S * 1000);
-            o.heartbeat_ms = (int)v;
-            break;
-        case 'V':
-            o.supervise = 1;
-            break;
-        case 'R':
-        case 'C':
-            if (ddl_parse_long(optarg, 0, DDL_MAX_RESTARTS, &v) < 0)
-                return bad("serve: --%s: '%s' is not a number (0-%d)",
-                           c == 'R' ? "restarts" : "crash-loop", optarg, DDL_MAX_RESTARTS);
-            *(c == 'R' ? &o.restarts : &o.crash_loop) = (uint32_t)v;
-            break;
-        case 'P':
-        case 'm':
-            if (ddl_parse_long(optarg, 0, DDL_MAX_NODES, &v) < 0)
-                return bad("serve: --%s: '%s' is not a number of nodes (0-%d)",
-                           c == 'P' ? "spares" : "min-nodes", optarg, DDL_MAX_NODES);
-            *(c == 'P' ? &o.spares : &o.min_nodes) = (uint32_t)v;
-            break;
-        case 'o':
-            if (!*optarg || strlen(optarg) > 63 || strpbrk(optarg, " \t\n\"\\")) {
-                free(local);
-                return bad("serve: --host: '%s' is not a node name (1-63 characters, no "
-                           "blanks or quotes)", optarg);
-            }
-            o.host = optarg;
-            break;
-        case 'O':
-            if (ddl_parse_long(optarg, DDL_NODE_TIMEOUT_MIN_MS, DDL_NODE_TIMEOUT_MAX_MS, &v) < 0)
-                return bad("serve: --node-timeout: '%s' is not a number of milliseconds "
-                           "(%d-%d)", optarg, DDL_NODE_TIMEOUT_MIN_MS, DDL_NODE_TIMEOUT_MAX_MS);
-            o.node_timeout_ms = (int)v;
-            break;
-        default:
-            free(local);
-            return bad("serve: unknown option or missing value '%s'", argv[optind - 1]);
-        }
+    int rc;
+    if (ddl_agent_argv_parse(argc, argv, &a, &err) < 0)
+        return bad("serve: %s", err.text);
+    ddl_agent_opts_t o = {
+        .socket_path = a.socket, .step = a.step, .size = a.size, .ready_fd = a.ready_fd,
+        .parent_pid = a.parent, .node_id = a.node_id, .nnodes = a.nnodes, .tcp_fd = a.tcp_fd,
+        .leader = a.leader, .exit_when_done = a.exit_when_done, .heartbeat_ms = a.heartbeat_ms,
+        .supervise = a.supervise, .restarts = a.restarts, .crash_loop = a.crash_loop,
+        .node_timeout_ms = a.node_timeout_ms, .spares = a.spares, .min_nodes = a.min_nodes,
+        .host = a.host,
+    };
+    /* the step's heartbeat interval (srun --ddl-heartbeat, ddl.conf); --heartbeat wins */
+    if (!o.heartbeat_ms) {
+        if (ddl_env_long(DDLENV_DDL_HEARTBEAT_S, &v, &err) < 0)
+            return bad("serve: %s", err.text);
+        if (ddl_env_str(DDLENV_DDL_HEARTBEAT_S))
+            o.heartbeat_ms = (int)v * 1000;
+        if (o.heartbeat_ms && o.node_timeout_ms && o.heartbeat_ms >= o.node_timeout_ms)
+            return bad("serve: DDL_HEARTBEAT_S=%ld must be less than --node-timeout %d ms", v,
+                       o.node_timeout_ms);
     }
-    if (!o.socket_path || !o.step || o.size == 0) {
-        free(local);
-        return bad("serve: --socket, --step and --size are required");
-    }
-    if (o.heartbeat_ms && o.node_timeout_ms && o.heartbeat_ms >= o.node_timeout_ms) {
-        free(local);
-        return bad("serve: --heartbeat %d must be less than --node-timeout %d", o.heartbeat_ms,
-                   o.node_timeout_ms);
-    }
-    if (o.nnodes > 1 && (o.node_id >= o.nnodes || !o.local || secret_fd < 0 ||
-                         (o.tcp_fd < 0) == !o.leader)) {
-        free(local);
-        return bad("serve: a step on %u nodes needs --node-id below it, --local-ranks, "
-                   "--secret-fd and one of --tcp-fd (the leader) or --leader", o.nnodes);
-    }
-    if (secret_fd >= 0 && read_secret(secret_fd, secret, &o.secret_len) < 0) {
+    if (a.local_ranks && ddl_rank_list_parse(a.local_ranks, &local, &o.nlocal) < 0)
+        return bad("serve: --local-ranks: '%s': %s", a.local_ranks, strerror(errno));
+    o.local = local;
+    if (a.secret_fd >= 0 && read_secret(a.secret_fd, secret, &o.secret_len) < 0) {
         free(local);
         return bad("serve: --secret-fd: no secret of 16-%u bytes on descriptor %d",
-                   DDL_PROTO_MAX_SECRET, secret_fd);
+                   DDL_PROTO_MAX_SECRET, a.secret_fd);
     }
     o.secret = secret;
     rc = ddl_agent_serve(&o);

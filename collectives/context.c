@@ -12,7 +12,7 @@
 
 ddl_ctx_t ddl_ctx = {.size = 1, .local_size = 1, .nnodes = 1, .agent_fd = -1};
 
-ddl_tune_t ddl_tune = {.seg_bytes = DDL_SEGMENT_BYTES_DEFAULT, .window = 4};
+ddl_tune_t ddl_tune = {.seg_bytes = DDL_SEGMENT_BYTES_DEFAULT, .window = DDL_RING_WINDOW_DEFAULT};
 
 int ddl_is_aborted(ddl_comm_t *comm)
 {

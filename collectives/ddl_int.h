@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include "ddl.h"
 #include "transport.h"
+#include "ddl_limits.h" /* DDL_RING_WINDOW_MAX, DDL_SEGMENT_BYTES_DEFAULT */
 
 struct ddl_comm {
     int rank, size;
@@ -235,7 +236,6 @@ ddl_status_t ddl_check_dtype_op(ddl_dtype_t dtype, ddl_op_t op);
 
 /* ---- algorithms ---- */
 /* Tuning read from the environment at ddl_init() (select.c). */
-#define DDL_RING_WINDOW_MAX 16
 typedef struct {
     size_t seg_bytes; /* DDL_SEGMENT_BYTES: pipeline segment of the ring */
     int window;       /* DDL_RING_WINDOW: receives posted ahead, <= MAX */
@@ -303,7 +303,6 @@ typedef enum {
     DDL_ALGO_RABENSEIFNER = 3,
     DDL_ALGO_HIER = 4,
 } ddl_algo_t;
-#define DDL_SEGMENT_BYTES_DEFAULT (128 * 1024)
 const char *ddl_algo_name(ddl_algo_t a);
 /* ddl_allreduce_select: the algorithm for this call (override or model);
  * the same on every rank of comm for the same bytes. */

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "env.h"
 #include "gpu_int.h"
 #include "log.h"
 #include "util.h"
@@ -104,32 +105,17 @@ ddl_status_t ddl_gpu_cuda_fail(cudaError_t e, const char *what)
 ddl_status_t ddl_gpu_init(void)
 {
     int n = 0;
-    long v;
-    const char *s;
     memset(&ddl_gpu, 0, sizeof ddl_gpu);
-    ddl_gpu.nccl_wanted = 1;
-    ddl_gpu.direct_wanted = 1;
-    ddl_gpu.chunk_bytes = DDL_GPU_CHUNK_BYTES_DEFAULT;
-    if ((s = getenv("DDL_GPU_DIRECT")) && *s) {
-        if (ddl_parse_long(s, 0, 1, &v) < 0)
-            return ddl_fail(DDL_ERR_INVALID, "DDL_GPU_DIRECT='%s' is not 0 or 1 (1, the default: "
-                            "device buffers travel between nodes without host copies when "
-                            "every rank's UCX moves CUDA memory)", s);
-        ddl_gpu.direct_wanted = (int)v;
-    }
-    if ((s = getenv("DDL_NCCL")) && *s) {
-        if (ddl_parse_long(s, 0, 1, &v) < 0)
-            return ddl_fail(DDL_ERR_INVALID, "DDL_NCCL='%s' is not 0 or 1 (1, the default: use "
-                            "NCCL inside a node when every rank has its own GPU)", s);
-        ddl_gpu.nccl_wanted = (int)v;
-    }
-    if ((s = getenv("DDL_GPU_CHUNK_BYTES")) && *s) {
-        if (ddl_parse_long(s, 4096, 1L << 30, &v) < 0)
-            return ddl_fail(DDL_ERR_INVALID, "DDL_GPU_CHUNK_BYTES='%s' is not a number in "
-                            "4096-1073741824 (the pipeline chunk of the GPU allreduce across "
-                            "nodes; default %u)", s, DDL_GPU_CHUNK_BYTES_DEFAULT);
-        ddl_gpu.chunk_bytes = (size_t)v;
-    }
+    ddl_error_t err;
+    long direct, nccl, chunk;
+    if (ddl_env_long(DDLENV_DDL_GPU_DIRECT, &direct, &err) < 0 ||
+        ddl_env_long(DDLENV_DDL_NCCL, &nccl, &err) < 0 ||
+        ddl_env_long(DDLENV_DDL_GPU_CHUNK_BYTES, &chunk, &err) < 0)
+        return ddl_fail(DDL_ERR_INVALID, "%s (see docs/user-guide.md, Environment variables)",
+                        err.text);
+    ddl_gpu.direct_wanted = (int)direct;
+    ddl_gpu.nccl_wanted = (int)nccl;
+    ddl_gpu.chunk_bytes = (size_t)chunk;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();

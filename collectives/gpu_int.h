@@ -9,7 +9,6 @@
 #include "ddl_int.h"
 
 #define DDL_GPU_MAX_CHUNKS 64                     /* pipeline chunks per block */
-#define DDL_GPU_CHUNK_BYTES_DEFAULT (4u << 20)    /* DDL_GPU_CHUNK_BYTES */
 
 typedef struct {
     int count;              /* devices seen at ddl_init() */

@@ -17,62 +17,61 @@
 #include <unistd.h>
 
 #include "ddl_int.h"
+#include "env.h"
 #include "log.h"
 #include "proto.h"
+#include "rank_env.h"
 #include "sock.h"
 #include "util.h"
 
-#define DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S 120
 #define BOOT_HDR (3 * sizeof(int32_t)) /* node id, local rank, GPU record length */
 
-/* env_int: read an integer variable in [min, max]; def when unset. */
-static ddl_status_t env_int(const char *name, long min, long max, long def, int *out)
+/* env_int: a DDL_* variable (common/ddl_env.def) in [min, max], narrower
+ * than the table's where it depends on another; def when unset. */
+static ddl_status_t env_int(ddl_env_id_t id, long min, long max, long def, int *out)
 {
-    const char *v = getenv(name);
+    ddl_error_t err;
     long x;
-    if (!v || !*v) {
-        *out = (int)def;
-        return DDL_OK;
-    }
-    if (ddl_parse_long(v, min, max, &x) < 0)
-        return ddl_fail(DDL_ERR_INVALID, "%s='%s' is not a number in %ld-%ld: start the program "
-                        "with ddlrun, or unset it", name, v, min, max);
+    if (ddl_env_long_in(id, min, max, def, &x, &err) < 0)
+        return ddl_fail(DDL_ERR_INVALID, "%s: start the program with ddlrun, or unset it",
+                        err.text);
     *out = (int)x;
     return DDL_OK;
 }
 
+/* read_env: the rank's place in the world, as ddlrun or ddl-launch wrote
+ * it (common/rank_env.c); unset: a world of one. */
 static ddl_status_t read_env(void)
 {
-    ddl_status_t st;
-    int gen;
-    if ((st = env_int("DDL_SIZE", 1, 0xffffff, 1, &ddl_ctx.size)) != DDL_OK ||
-        (st = env_int("DDL_RANK", 0, ddl_ctx.size - 1, 0, &ddl_ctx.rank)) != DDL_OK ||
-        (st = env_int("DDL_LOCAL_SIZE", 1, ddl_ctx.size, ddl_ctx.size, &ddl_ctx.local_size)) !=
-            DDL_OK ||
-        (st = env_int("DDL_LOCAL_RANK", 0, ddl_ctx.local_size - 1, ddl_ctx.rank % ddl_ctx.local_size,
-                      &ddl_ctx.local_rank)) != DDL_OK ||
-        (st = env_int("DDL_NNODES", 1, ddl_ctx.size, 1, &ddl_ctx.nnodes)) != DDL_OK ||
-        (st = env_int("DDL_NODE_ID", 0, ddl_ctx.nnodes - 1, 0, &ddl_ctx.node_id)) != DDL_OK ||
-        (st = env_int("DDL_GENERATION", 0, 0x7fffffff, 0, &gen)) != DDL_OK)
-        return st;
-    ddl_ctx.gen = (uint32_t)gen;
+    ddl_rank_env_t e;
+    ddl_error_t err;
+    if (ddl_rank_env_parse(NULL, NULL, 0, &e, &err) < 0)
+        return ddl_fail(DDL_ERR_INVALID, "%s: start the program with ddlrun, or unset it",
+                        err.text);
+    ddl_ctx.size = (int)e.size;
+    ddl_ctx.rank = (int)e.rank;
+    ddl_ctx.local_size = (int)e.local_size;
+    ddl_ctx.local_rank = (int)e.local_rank;
+    ddl_ctx.nnodes = (int)e.nnodes;
+    ddl_ctx.node_id = (int)e.node_id;
+    ddl_ctx.gen = (uint32_t)e.gen;
     return DDL_OK;
 }
 
 /* bootstrap: send our UCX address to the agent and receive everyone's. */
 static ddl_status_t bootstrap(const void *addr, size_t addr_len)
 {
-    const char *sock = getenv("DDL_AGENT_SOCK");
+    const char *sock = ddl_env_str(DDLENV_DDL_AGENT_SOCK);
     ddl_error_t err;
-    int timeout_s;
+    int timeout_s = DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S;
     ddl_status_t st;
     ddl_msg_t res;
 
     if (!sock || !*sock)
         return ddl_fail(DDL_ERR_BOOTSTRAP, "DDL_SIZE=%d but DDL_AGENT_SOCK is not set: start the "
                         "program with ddlrun -n N", ddl_ctx.size);
-    if ((st = env_int("DDL_BOOTSTRAP_TIMEOUT", 1, 86400, DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S,
-                      &timeout_s)) != DDL_OK)
+    if ((st = env_int(DDLENV_DDL_BOOTSTRAP_TIMEOUT, 1, DDL_BOOTSTRAP_TIMEOUT_MAX_S,
+                      DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S, &timeout_s)) != DDL_OK)
         return st;
     ddl_ctx.agent_fd = ddl_sock_connect(sock, 5000, &err);
     if (ddl_ctx.agent_fd < 0)

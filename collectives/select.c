@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "ddl_int.h"
+#include "env.h"
 #include "log.h"
 #include "util.h"
 
@@ -57,53 +58,37 @@ const char *ddl_algo_name(ddl_algo_t a)
     return (unsigned)a < sizeof algo_names / sizeof algo_names[0] ? algo_names[a] : "?";
 }
 
-/* env_long: an integer variable in [min, max], def when unset. */
-static ddl_status_t env_long(const char *name, long min, long max, long def, long *out)
+/* env_num: a numeric DDL_* variable, checked against common/ddl_env.def. */
+static ddl_status_t env_num(ddl_env_id_t id, long *out)
 {
-    const char *v = getenv(name);
-    *out = def;
-    if (!v || !*v)
-        return DDL_OK;
-    if (ddl_parse_long(v, min, max, out) < 0)
-        return ddl_fail(DDL_ERR_INVALID, "%s='%s' is not a number in %ld-%ld: fix or unset it",
-                        name, v, min, max);
+    ddl_error_t err;
+    if (ddl_env_long(id, out, &err) < 0)
+        return ddl_fail(DDL_ERR_INVALID, "%s: fix or unset it", err.text);
     return DDL_OK;
 }
 
 ddl_status_t ddl_algo_from_env(void)
 {
-    const char *v = getenv("DDL_ALLREDUCE_ALGO");
     long seg, win;
+    int a, b;
     ddl_status_t st;
+    ddl_error_t err;
     forced = DDL_ALGO_AUTO;
     last_choice = DDL_ALGO_AUTO;
-    if ((st = env_long("DDL_SEGMENT_BYTES", 4096, 1L << 30, DDL_SEGMENT_BYTES_DEFAULT, &seg)) !=
-            DDL_OK ||
-        (st = env_long("DDL_RING_WINDOW", 1, DDL_RING_WINDOW_MAX, 4, &win)) != DDL_OK)
+    bcast_forced = DDL_BCAST_AUTO;
+    bcast_last = DDL_BCAST_AUTO;
+    if ((st = env_num(DDLENV_DDL_SEGMENT_BYTES, &seg)) != DDL_OK ||
+        (st = env_num(DDLENV_DDL_RING_WINDOW, &win)) != DDL_OK)
         return st;
     ddl_tune.seg_bytes = (size_t)seg;
     ddl_tune.window = (int)win;
-    const char *b = getenv("DDL_BCAST_ALGO");
-    bcast_forced = DDL_BCAST_AUTO;
-    bcast_last = DDL_BCAST_AUTO;
-    if (b && *b && strcmp(b, "auto") != 0) {
-        if (!strcmp(b, "binomial"))
-            bcast_forced = DDL_BCAST_BINOMIAL;
-        else if (!strcmp(b, "chain"))
-            bcast_forced = DDL_BCAST_CHAIN;
-        else
-            return ddl_fail(DDL_ERR_INVALID, "DDL_BCAST_ALGO='%s' is not an algorithm (auto, "
-                            "binomial, chain)", b);
-    }
-    if (!v || !*v)
-        return DDL_OK;
-    for (unsigned a = 0; a < sizeof algo_names / sizeof algo_names[0]; a++)
-        if (!strcmp(v, algo_names[a])) {
-            forced = (ddl_algo_t)a;
-            return DDL_OK;
-        }
-    return ddl_fail(DDL_ERR_INVALID, "DDL_ALLREDUCE_ALGO='%s' is not an algorithm (auto, ring, "
-                    "rd, rabenseifner, hier)", v);
+    /* the table lists the values in the order of the enums */
+    if (ddl_env_enum(DDLENV_DDL_BCAST_ALGO, &b, &err) < 0 ||
+        ddl_env_enum(DDLENV_DDL_ALLREDUCE_ALGO, &a, &err) < 0)
+        return ddl_fail(DDL_ERR_INVALID, "%s", err.text);
+    bcast_forced = (ddl_bcast_algo_t)b;
+    forced = (ddl_algo_t)a;
+    return DDL_OK;
 }
 
 /* ---- measuring the model ---- */
@@ -223,7 +208,7 @@ ddl_status_t ddl_select_measure(void)
 {
     if (forced != DDL_ALGO_AUTO || ddl_ctx.size < 2)
         return DDL_OK;
-    const char *cache = getenv("DDL_TUNE_FILE");
+    const char *cache = ddl_env_str(DDLENV_DDL_TUNE_FILE);
     /* [0] = 1 if rank 0 loaded the cache, then the model */
     double v[1 + MODEL_FIELDS] = {0};
     model_t m = model;

@@ -9,14 +9,16 @@
 #include <unistd.h>
 
 #include "beat.h"
+#include "env.h"
 #include "util.h"
 
 int ddl_beat_channel_open(int *owned)
 {
-    const char *v = getenv("DDL_HEARTBEAT_FD"), *path = getenv("DDL_HEARTBEAT_PATH");
+    const char *path = ddl_env_str(DDLENV_DDL_HEARTBEAT_PATH);
     long fd = -1;
     *owned = 0;
-    if (v && ddl_parse_long(v, 3, DDL_BEAT_FD_MAX, &fd) == 0 && fcntl((int)fd, F_GETFD) >= 0) {
+    if (ddl_env_long_in(DDLENV_DDL_HEARTBEAT_FD, 3, DDL_BEAT_FD_MAX, -1, &fd, NULL) > 0 &&
+        fcntl((int)fd, F_GETFD) >= 0) {
         /* the pipe from ddl-launch */
     } else if (path && *path) {
         if ((fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)) < 0)

@@ -2,9 +2,11 @@
  * of ddl reads, so that every reader accepts the same values: ddlrun's
  * options (launcher/ddlrun_args.c), srun's --ddl-* options (the SPANK
  * plugin), ddl.conf (common/conf.c), the DDL_* variables ddl-launch reads
- * (launcher/launch.c, launcher/slurm_boot.c) and `ddl-agent serve`'s
- * options (agent/main.c).  docs/user-guide.md, docs/slurm.md and the --help
- * texts state the same numbers.
+ * (launcher/launch.c, launcher/slurm_boot.c), `ddl-agent serve`'s
+ * options (common/agent_args.c) and every DDL_* variable's range
+ * (common/ddl_env.def, which also generates the user guide's table of
+ * them).  docs/user-guide.md, docs/slurm.md and the --help texts state the
+ * same numbers.
  *
  * Every value is a plain decimal number, so that DDL_XSTR() can put it into
  * a string constant (help texts).  Header only; no functions.
@@ -60,5 +62,25 @@
 /* After SIGTERM, the wait before SIGKILL (ddlrun --grace, DDL_GRACE_MS). */
 #define DDL_GRACE_MAX_MS 600000
 #define DDL_GRACE_DEFAULT_MS 5000
+
+/* How long libddl's ddl_init() and ddl-launch's PMIx fence under Slurm
+ * wait for every rank (DDL_BOOTSTRAP_TIMEOUT, seconds). */
+#define DDL_BOOTSTRAP_TIMEOUT_MAX_S 86400
+#define DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S 120
+
+/* The generation of a world (DDL_GENERATION, DDL_RESTART_COUNT): a signed
+ * 32-bit count. */
+#define DDL_MAX_GENERATION 2147483647
+
+/* libddl's pipelines: the segments of the ring and the chain broadcast
+ * (DDL_SEGMENT_BYTES) and the chunks of the GPU allreduce across nodes
+ * (DDL_GPU_CHUNK_BYTES), 4 KiB to 1 GiB; the receives the ring keeps
+ * posted ahead (DDL_RING_WINDOW). */
+#define DDL_PIPELINE_MIN_BYTES 4096
+#define DDL_PIPELINE_MAX_BYTES 1073741824
+#define DDL_SEGMENT_BYTES_DEFAULT 131072
+#define DDL_GPU_CHUNK_BYTES_DEFAULT 4194304
+#define DDL_RING_WINDOW_MAX 16
+#define DDL_RING_WINDOW_DEFAULT 4
 
 #endif

@@ -17,6 +17,9 @@ common_libddlcommon_la_SOURCES = \
     common/proto.c common/proto.h common/failure.c common/failure.h \
     common/sock.c common/sock.h \
     common/beat.c common/beat.h \
+    common/agent_args.c common/agent_args.h \
+    common/env.c common/env.h common/ddl_env.def \
+    common/rank_env.c common/rank_env.h \
     common/ddl_limits.h
 common_libddlnode_la_SOURCES = \
     common/topo.c common/topo.h \

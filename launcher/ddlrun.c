@@ -35,10 +35,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent_args.h"
 #include "ddl_version.h"
 #include "ddlrun.h"
 #include "log.h"
 #include "proto.h"
+#include "rank_env.h"
 #include "sock.h"
 #include "topo.h"
 
@@ -185,13 +187,16 @@ static void child_reset_signals(void)
 
 static int start_agent(run_t *r)
 {
-    char size[16], parent[16];
     ddl_error_t err;
-    snprintf(size, sizeof size, "%d", r->o.np);
-    snprintf(parent, sizeof parent, "%d", (int)getpid());
-    char *const argv[] = {"ddl-agent", "serve", "--socket", r->sock, "--step", r->step,
-                          "--size", size, "--parent", parent, NULL};
-    r->agent = ddl_spawn_ready(r->agent_path, argv, NULL, 0, 0, 10000, &err);
+    ddl_agent_args_t a = DDL_AGENT_ARGS_INIT;
+    ddl_agent_argv_t av;
+    a.socket = r->sock;
+    a.step = r->step;
+    a.size = (uint32_t)r->o.np;
+    a.parent = (int)getpid();
+    r->agent = ddl_agent_argv_build(&a, &av, &err) < 0
+                   ? -1
+                   : ddl_spawn_ready(r->agent_path, av.argv, NULL, 0, 0, 10000, &err);
     if (r->agent < 0) {
         ddl_error("%s", err.text);
         r->agent = 0;
@@ -201,46 +206,37 @@ static int start_agent(run_t *r)
     return 0;
 }
 
+/* set_rank_env: the rank's environment (common/rank_env.c), in the child;
+ * with --emulate, ddl-launch --node reads the task's identity from it
+ * (ddl_node_boot) and gives the worker its place in the world. */
 static void set_rank_env(run_t *r, int rank, int master_port)
 {
-    char v[32];
-
-#define SETI(name, val)                                                      \
-    do {                                                                     \
-        snprintf(v, sizeof v, "%d", (val));                                  \
-        setenv(name, v, 1);                                                  \
-    } while (0)
     const int per_node = r->tpn; /* --nodes: blocks of ranks */
-    /* --emulate: ddl-launch --node reads the task's identity from these
-     * (ddl_node_boot) and gives the worker its place in the world */
-    SETI("DDL_RANK", rank);
-    SETI("DDL_SIZE", r->ntasks);
-    SETI("DDL_LOCAL_RANK", rank % per_node);
-    SETI("DDL_LOCAL_SIZE", per_node);
-    SETI("DDL_NODE_ID", rank / per_node);
-    SETI("DDL_NNODES", r->nnodes);
-    if (r->o.emulate) {
-        SETI("DDL_SPARES", r->o.spares);
-        SETI("DDL_MIN_NODES", r->o.min_nodes);
+    char port[16];
+    ddl_error_t err;
+    ddl_rank_env_vars_t vars;
+    ddl_rank_env_t e = DDL_RANK_ENV_INIT;
+    snprintf(port, sizeof port, "%d", master_port);
+    e.rank = rank;
+    e.size = r->ntasks;
+    e.local_rank = rank % per_node;
+    e.local_size = per_node;
+    e.node_id = rank / per_node;
+    e.nnodes = r->nnodes;
+    e.spares = r->o.emulate ? r->o.spares : 0;
+    e.min_nodes = r->o.emulate ? r->o.min_nodes : 0;
+    e.gen = r->gen;
+    e.ckpt_dir = r->o.ckpt_dir;
+    e.hang_ms = r->o.hang_ms;
+    e.grace_ms = r->o.grace_ms;
+    e.agent_sock = r->o.emulate ? r->nodes[rank / per_node].sock : r->sock;
+    e.step = r->step;
+    e.master_addr = "127.0.0.1"; /* a user's explicit values win */
+    e.master_port = port;
+    if (ddl_rank_env_build(&e, &vars, &err) < 0 || ddl_rank_env_apply(&vars, &err) < 0) {
+        fprintf(stderr, "ddlrun: rank %d: %s\n", rank, err.text);
+        _exit(127);
     }
-    SETI("DDL_GENERATION", r->gen);
-    SETI("DDL_RESTART_COUNT", r->gen);
-    if (r->o.ckpt_dir)
-        setenv("DDL_CHECKPOINT_DIR", r->o.ckpt_dir, 1);
-    if (r->o.hang_ms)
-        SETI("DDL_HANG_TIMEOUT_MS", (int)r->o.hang_ms);
-    SETI("DDL_GRACE_MS", (int)r->o.grace_ms);
-    setenv("DDL_AGENT_SOCK", r->o.emulate ? r->nodes[rank / per_node].sock : r->sock, 1);
-    setenv("DDL_STEP_ID", r->step, 1);
-    SETI("RANK", rank);
-    SETI("WORLD_SIZE", r->o.np);
-    SETI("LOCAL_RANK", rank % per_node);
-    SETI("LOCAL_WORLD_SIZE", per_node);
-    SETI("NODE_RANK", rank / per_node);
-    setenv("MASTER_ADDR", "127.0.0.1", 0); /* a user's explicit value wins */
-    snprintf(v, sizeof v, "%d", master_port);
-    setenv("MASTER_PORT", v, 0);
-#undef SETI
 }
 
 static int start_rank(run_t *r, int rank, int master_port)
@@ -598,8 +594,7 @@ static void shutdown_agent(run_t *r)
 static int start_nodes(run_t *r, const char *dir)
 {
     ddl_error_t err;
-    char secret[2 * DDL_SECRET_BYTES + 1], leader[64], size[16], nn[16], parent[16], restarts[16], loop[16],
-        timeout[24], beat[24], spares[16], min_nodes[16];
+    char secret[2 * DDL_SECRET_BYTES + 1], leader[64];
     uint16_t port;
     int lfd = ddl_tcp_listen("127.0.0.1", &port, &err), rc = -1;
     if (lfd < 0) {
@@ -613,18 +608,21 @@ static int start_nodes(run_t *r, const char *dir)
     }
     long to = r->o.node_timeout_ms ? r->o.node_timeout_ms : DDL_NODE_TIMEOUT_DEFAULT_MS;
     snprintf(leader, sizeof leader, "127.0.0.1:%u", port);
-    snprintf(size, sizeof size, "%d", r->ntasks);
-    snprintf(nn, sizeof nn, "%d", r->nnodes);
-    snprintf(parent, sizeof parent, "%d", (int)getpid());
-    snprintf(restarts, sizeof restarts, "%d", r->o.restarts);
-    snprintf(loop, sizeof loop, "%d", r->o.ckpt_dir ? r->o.crash_loop : 0);
-    snprintf(timeout, sizeof timeout, "%ld", to);
-    snprintf(beat, sizeof beat, "%ld",
-             to / 2 < DDL_HEARTBEAT_DEFAULT_MS ? to / 2 : (long)DDL_HEARTBEAT_DEFAULT_MS);
-    snprintf(spares, sizeof spares, "%d", r->o.spares);
-    snprintf(min_nodes, sizeof min_nodes, "%d", r->o.min_nodes);
+    ddl_agent_args_t a = DDL_AGENT_ARGS_INIT;
+    a.step = r->step;
+    a.size = (uint32_t)r->ntasks;
+    a.nnodes = (uint32_t)r->nnodes;
+    a.parent = (int)getpid();
+    a.exit_when_done = 1;
+    a.supervise = 1;
+    a.restarts = (uint32_t)r->o.restarts;
+    a.crash_loop = r->o.ckpt_dir ? (uint32_t)r->o.crash_loop : 0;
+    a.node_timeout_ms = (int)to;
+    a.heartbeat_ms = (int)(to / 2 < DDL_HEARTBEAT_DEFAULT_MS ? to / 2 : DDL_HEARTBEAT_DEFAULT_MS);
+    a.spares = (uint32_t)r->o.spares;
+    a.min_nodes = (uint32_t)r->o.min_nodes;
     for (int k = 0; k < r->nnodes; k++) {
-        char node[16], sfd[16], tfd[16], host[32], local[64 * 12] = "";
+        char host[32], local[64 * 12] = "";
         int sp[2];
         size_t used = 0;
         for (int i = 0; i < r->tpn && used < sizeof local - 12; i++)
@@ -637,20 +635,22 @@ static int start_nodes(run_t *r, const char *dir)
             goto out;
         }
         close(sp[1]);
-        snprintf(node, sizeof node, "%d", k);
-        snprintf(sfd, sizeof sfd, "%d", sp[0]);
-        snprintf(tfd, sizeof tfd, "%d", lfd);
         snprintf(host, sizeof host, "node%d", k);
-        char *const argv[] = {"ddl-agent", "serve", "--socket", r->nodes[k].sock, "--step",
-                              r->step, "--size", size, "--node-id", node, "--nnodes", nn,
-                              "--local-ranks", local, "--secret-fd", sfd,
-                              k ? "--leader" : "--tcp-fd", k ? leader : tfd, "--parent", parent,
-                              "--exit-when-done", "--supervise", "--restarts", restarts,
-                              "--crash-loop", loop, "--node-timeout", timeout, "--heartbeat",
-                              beat, "--spares", spares, "--min-nodes", min_nodes, "--host",
-                              host, NULL};
+        ddl_agent_argv_t av;
+        a.socket = r->nodes[k].sock;
+        a.node_id = (uint32_t)k;
+        a.local_ranks = local;
+        a.secret_fd = sp[0];
+        a.tcp_fd = k ? -1 : lfd;
+        a.leader = k ? leader : NULL;
+        a.host = host;
+        if (ddl_agent_argv_build(&a, &av, &err) < 0) {
+            close(sp[0]);
+            ddl_error("node %d's agent: %s", k, err.text);
+            goto out;
+        }
         int keep[2] = {sp[0], lfd};
-        pid_t pid = ddl_spawn_ready(r->agent_path, argv, keep, k ? 1 : 2, 1, 40000, &err);
+        pid_t pid = ddl_spawn_ready(r->agent_path, av.argv, keep, k ? 1 : 2, 1, 40000, &err);
         close(sp[0]);
         if (pid < 0) {
             ddl_error("node %d: %s", k, err.text);

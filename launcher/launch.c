@@ -54,8 +54,10 @@
 
 #include "ddl_limits.h"
 #include "ddl_version.h"
+#include "env.h"
 #include "log.h"
 #include "proto.h"
+#include "rank_env.h"
 #include "respawn.h"
 #include "slurm_boot.h"
 #include "topo.h"
@@ -160,15 +162,15 @@ static void tell(uint8_t state, pid_t wpid, int wstatus)
 
 static int register_rank(int timeout_ms)
 {
-    const char *sock = getenv("DDL_AGENT_SOCK");
-    const char *r = getenv("DDL_RANK");
+    const char *sock = ddl_env_str(DDLENV_DDL_AGENT_SOCK);
     ddl_error_t err;
     ddl_msg_t m;
 
-    if (!sock || !*sock)
+    if (!sock)
         return 0; /* no agent: plain supervision */
-    if (ddl_parse_long(r, 0, 0xffffff, &rank) < 0) {
-        ddl_error("DDL_RANK='%s' is not a rank number (0-16777215)", r ? r : "");
+    if (!ddl_env_str(DDLENV_DDL_RANK) || ddl_env_long(DDLENV_DDL_RANK, &rank, &err) < 0) {
+        ddl_error("%s", ddl_env_str(DDLENV_DDL_RANK) ? err.text
+                                                     : "DDL_RANK is not set, but DDL_AGENT_SOCK is");
         return -1;
     }
     agent_fd = ddl_sock_connect(sock, timeout_ms, &err);
@@ -180,14 +182,13 @@ static int register_rank(int timeout_ms)
     m.u.reg.rank = (uint32_t)rank;
     m.u.reg.pid = (int32_t)getpid();
     /* the placement ddlrun or slurm_plan put in this process's environment */
-    const char *cpus = getenv("DDL_BIND_CPUS"), *gpu = getenv("DDL_BIND_GPU"),
-               *nic = getenv("DDL_BIND_NIC");
+    const char *cpus = ddl_env_str(DDLENV_DDL_BIND_CPUS), *gpu = ddl_env_str(DDLENV_DDL_BIND_GPU),
+               *nic = ddl_env_str(DDLENV_DDL_BIND_NIC);
     snprintf(m.u.reg.cpus, sizeof m.u.reg.cpus, "%s", cpus ? cpus : "");
     snprintf(m.u.reg.gpu, sizeof m.u.reg.gpu, "%s", gpu ? gpu : "");
     snprintf(m.u.reg.nic, sizeof m.u.reg.nic, "%s", nic ? nic : "");
     long restarts = 0; /* ddlrun --restarts: this generation's count, for status */
-    const char *rc = getenv("DDL_RESTART_COUNT");
-    if (rc && ddl_parse_long(rc, 0, 1000000, &restarts) == 0)
+    if (ddl_env_long(DDLENV_DDL_RESTART_COUNT, &restarts, &err) > 0)
         m.u.reg.restarts = (uint32_t)restarts;
     if (ddl_proto_send(agent_fd, &m) < 0 ||
         ddl_proto_recv(agent_fd, &m, timeout_ms, &err) < 0) {
@@ -236,7 +237,7 @@ static int env_line(FILE *f, const char *name, const char *value, int only_if_un
  * CPU list does not fit this node. */
 static int slurm_plan(const ddl_slurm_boot_t *b, ddl_topo_env_t *place)
 {
-    const char *bind = getenv("DDL_BIND");
+    const char *bind = ddl_env_str(DDLENV_DDL_BIND);
     ddl_error_t err;
     int fatal;
     memset(place, 0, sizeof *place);
@@ -319,53 +320,52 @@ static void world_set(const uint32_t *node_rank)
     world.rank = pos < 0 ? -1 : pos * tpn + b->local_rank;
 }
 
-/* world_vars: the variables that say where a worker is in the world, as
- * "NAME=VALUE" strings in buf (n of them, NULL-terminated in set[]). */
-static void world_vars(char buf[][48], char *set[], uint32_t gen)
+/* world_env: the variables that say where a worker is in the world
+ * (common/rank_env.c) into v; with full, also its step, agent, rendezvous
+ * and heartbeat FIFO (for the first worker of a Slurm task, which has none
+ * of ddl's variables yet).  0, or -1 (reported). */
+static int world_env(uint32_t gen, int full, ddl_rank_env_vars_t *v)
 {
     const ddl_slurm_boot_t *b = &world.b;
-    int k = 0;
-#define VAR(name, fmt, val) snprintf(buf[k], sizeof buf[k], name "=" fmt, val), set[k] = buf[k], k++
-    VAR("DDL_RANK", "%ld", world.rank);
-    VAR("DDL_SIZE", "%ld", world.size);
-    VAR("DDL_LOCAL_RANK", "%ld", b->local_rank);
-    VAR("DDL_LOCAL_SIZE", "%ld", b->local_size);
-    VAR("DDL_NODE_ID", "%ld", world.node_pos);
-    VAR("DDL_NNODES", "%ld", world.nodes);
-    VAR("DDL_GENERATION", "%u", gen);
-    VAR("RANK", "%ld", world.rank);
-    VAR("WORLD_SIZE", "%ld", world.size);
-    VAR("LOCAL_RANK", "%ld", b->local_rank);
-    VAR("LOCAL_WORLD_SIZE", "%ld", b->local_size);
-    VAR("NODE_RANK", "%ld", world.node_pos);
-    VAR("DDL_RESTART_COUNT", "%u", gen);
-#undef VAR
-    set[k] = NULL;
+    ddl_rank_env_t e = DDL_RANK_ENV_INIT;
+    ddl_error_t err;
+    e.rank = world.rank;
+    e.size = world.size;
+    e.local_rank = b->local_rank;
+    e.local_size = b->local_size;
+    e.node_id = world.node_pos;
+    e.nnodes = world.nodes;
+    e.gen = gen;
+    if (full) {
+        e.step = b->step;
+        e.agent_sock = b->sock;
+        e.master_addr = b->master_addr[0] ? b->master_addr : NULL;
+        e.master_port = b->master_port[0] ? b->master_port : NULL;
+        e.heartbeat_path = beat_path[0] ? beat_path : NULL;
+    }
+    if (ddl_rank_env_build(&e, v, &err) < 0) {
+        ddl_error("rank %ld: the worker's environment: %s", rank, err.text);
+        return -1;
+    }
+    return 0;
 }
-#define WORLD_VARS 13
 
 /* release: hand the waiting first worker its environment (generation gen);
  * 0, or -1 (reported, worker killed). */
 static int release(pid_t wpid, uint32_t gen)
 {
     const ddl_slurm_boot_t *b = &world.b;
-    char buf[WORLD_VARS][48], *set[WORLD_VARS + 1];
-    FILE *f = fdopen(world.efd, "w");
+    ddl_rank_env_vars_t vars;
+    FILE *f = world_env(gen, 1, &vars) < 0 ? NULL : fdopen(world.efd, "w");
     int bad = !f;
+    if (!f)
+        close(world.efd);
     world.efd = -1;
-    world_vars(buf, set, gen);
-    for (int i = 0; set[i] && f; i++)
-        if (gen > 0 || strncmp(set[i], "DDL_RESTART_COUNT=", 18) != 0)
-            bad |= fprintf(f, "%s\n", set[i]) < 0;
+    bad |= f && ddl_rank_env_write(&vars, f) < 0;
     if (f)
         slurm_place(b, wpid, &world.place, f);
     ddl_topo_env_clear(&world.place);
-    bad |= f && (env_line(f, "DDL_STEP_ID", b->step, 0) < 0 ||
-                 env_line(f, "MASTER_ADDR", b->master_addr, 1) < 0 ||
-                 env_line(f, "MASTER_PORT", b->master_port, 1) < 0 ||
-                 env_line(f, "DDL_AGENT_SOCK", b->sock, 0) < 0 ||
-                 (beat_path[0] && env_line(f, "DDL_HEARTBEAT_PATH", beat_path, 0) < 0) ||
-                 fputs(".\n", f) < 0);
+    bad |= f && fputs(".\n", f) < 0;
     if ((f && fclose(f) != 0) || bad) {
         ddl_error("rank %ld: cannot hand the environment to the worker: %m", rank);
         kill(wpid, SIGKILL);
@@ -602,7 +602,8 @@ static void new_master(sup_t *s)
  * first start, generation 0). */
 static int restart(sup_t *s, beats_t *b)
 {
-    char vars[WORLD_VARS][48], *set[WORLD_VARS + 3], fdtext[40], mtext[80];
+    ddl_rank_env_vars_t vars;
+    char *set[DDL_RANK_ENV_MAX + 3], fdtext[40], mtext[80];
     ddl_error_t err;
     int p[2] = {-1, -1};
     if (s->captured != 1) {
@@ -623,8 +624,16 @@ static int restart(sup_t *s, beats_t *b)
     if (s->node_rank)
         world_set(s->node_rank);
     new_master(s);
-    world_vars(vars, set, s->next_gen);
-    int k = WORLD_VARS;
+    if (world_env(s->next_gen, 0, &vars) < 0) {
+        if (p[0] >= 0) {
+            close(p[0]);
+            close(p[1]);
+        }
+        return -1;
+    }
+    int k = 0;
+    for (; vars.set[k]; k++)
+        set[k] = vars.set[k];
     snprintf(fdtext, sizeof fdtext, "DDL_HEARTBEAT_FD=%d", p[1]);
     if (p[1] >= 0)
         set[k++] = fdtext;
@@ -863,20 +872,15 @@ int main(int argc, char **argv)
                         "(the per-rank supervisor; started by ddlrun or the ddl SPANK plugin)\n");
         return 2;
     }
-    const char *g = getenv("DDL_GRACE_MS");
-    if (g && ddl_parse_long(g, 0, DDL_GRACE_MAX_MS, &grace_ms) < 0) {
-        ddl_error("DDL_GRACE_MS='%s' is not a number of milliseconds (0-%d)", g, DDL_GRACE_MAX_MS);
+    ddl_error_t eerr;
+    int hang_ms_set;
+    if (ddl_env_long(DDLENV_DDL_GRACE_MS, &grace_ms, &eerr) < 0 ||
+        (hang_ms_set = ddl_env_long(DDLENV_DDL_HANG_TIMEOUT_MS, &beats.timeout_ms, &eerr)) < 0) {
+        ddl_error("%s", eerr.text);
         return 2;
     }
-    const char *hv = getenv("DDL_HANG_TIMEOUT_MS");
-    if (hv && *hv && ddl_parse_long(hv, 0, DDL_HANG_TIMEOUT_MAX_S * 1000L, &beats.timeout_ms) < 0) {
-        ddl_error("DDL_HANG_TIMEOUT_MS='%s' is not a number of milliseconds (0-%ld)", hv,
-                  DDL_HANG_TIMEOUT_MAX_S * 1000L);
-        return 2;
-    }
-    const char *hs = getenv("DDL_HANG_TIMEOUT_S"); /* srun --ddl-hang-timeout, ddl.conf */
-    long hang_s;
-    if (slurm && !(hv && *hv) && hs && ddl_parse_long(hs, 1, DDL_HANG_TIMEOUT_MAX_S, &hang_s) == 0)
+    long hang_s; /* srun --ddl-hang-timeout, ddl.conf (checked by the plugin) */
+    if (slurm && !hang_ms_set && ddl_env_long(DDLENV_DDL_HANG_TIMEOUT_S, &hang_s, &eerr) > 0)
         beats.timeout_ms = hang_s * 1000;
 
     /* Dispositions survive exec: slurmstepd's task may ignore SIGCHLD, and

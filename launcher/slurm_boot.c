@@ -23,12 +23,13 @@
 #include <pmix.h>
 #endif
 
+#include "agent_args.h"
 #include "ddl_limits.h"
+#include "env.h"
+#include "rank_env.h"
 #include "log.h"
 #include "slurm_boot.h"
 #include "sock.h"
-
-#define BOOT_TIMEOUT_DEFAULT_S 120
 
 #define SLURM_HINT "ddl-launch --slurm runs only as a task of a Slurm step started with --ddl"
 #define NODE_HINT "ddl-launch --node runs only as a task of ddlrun --emulate"
@@ -47,17 +48,10 @@ static int env_long(const char *name, const char *alt, long min, long max, long 
     return 0;
 }
 
-/* read_recovery: DDL_SPARES and DDL_MIN_NODES (validated by the plugin or
- * ddlrun), checked against the step's nodes. */
-static int read_recovery(ddl_slurm_boot_t *b, ddl_error_t *err)
+/* check_recovery: DDL_SPARES and DDL_MIN_NODES (validated by the plugin or
+ * ddlrun) against the step's nodes. */
+static int check_recovery(ddl_slurm_boot_t *b, ddl_error_t *err)
 {
-    const char *sv = getenv("DDL_SPARES"), *mv = getenv("DDL_MIN_NODES");
-    if ((sv && *sv && ddl_parse_long(sv, 0, DDL_MAX_NODES, &b->spares) < 0) ||
-        (mv && *mv && ddl_parse_long(mv, 0, DDL_MAX_NODES, &b->min_nodes) < 0)) {
-        errno = EINVAL;
-        return ddl_errprintf(err, "DDL_SPARES='%s' or DDL_MIN_NODES='%s' is not a number of nodes "
-                             "(0-%d)", sv ? sv : "", mv ? mv : "", DDL_MAX_NODES);
-    }
     if (b->spares >= b->nnodes && b->spares > 0) {
         errno = EINVAL;
         return ddl_errprintf(err, "--ddl-spares=%ld leaves no node to train on: the step has %ld "
@@ -89,35 +83,36 @@ static int block_order(const ddl_slurm_boot_t *b, ddl_error_t *err)
 
 int ddl_node_boot(ddl_slurm_boot_t *b, ddl_error_t *err)
 {
+    ddl_rank_env_t e;
     memset(b, 0, sizeof *b);
-    const char *step = getenv("DDL_STEP_ID"), *sock = getenv("DDL_AGENT_SOCK"),
-               *ma = getenv("MASTER_ADDR"), *mp = getenv("MASTER_PORT");
-    if (env_long("DDL_SIZE", NULL, 1, 1 << 20, &b->size, NODE_HINT, err) < 0 ||
-        env_long("DDL_RANK", NULL, 0, b->size - 1, &b->rank, NODE_HINT, err) < 0 ||
-        env_long("DDL_NNODES", NULL, 1, b->size, &b->nnodes, NODE_HINT, err) < 0 ||
-        env_long("DDL_NODE_ID", NULL, 0, b->nnodes - 1, &b->node_id, NODE_HINT, err) < 0 ||
-        env_long("DDL_LOCAL_SIZE", NULL, 1, b->size, &b->local_size, NODE_HINT, err) < 0 ||
-        env_long("DDL_LOCAL_RANK", NULL, 0, b->local_size - 1, &b->local_rank, NODE_HINT,
-                 err) < 0)
-        return -1;
-    if (!step || !*step || !sock || !*sock || strlen(step) >= sizeof b->step ||
-        strlen(sock) >= sizeof b->sock) {
+    ddl_error_t why;
+    if (ddl_rank_env_parse(NULL, NULL, 1, &e, &why) < 0)
+        return ddl_errprintf(err, "%s: %s", why.text, NODE_HINT);
+    if (strlen(e.step) >= sizeof b->step || strlen(e.agent_sock) >= sizeof b->sock) {
         errno = EINVAL;
-        return ddl_errprintf(err, "DDL_STEP_ID or DDL_AGENT_SOCK is missing or too long: %s",
-                             NODE_HINT);
+        return ddl_errprintf(err, "DDL_STEP_ID or DDL_AGENT_SOCK is too long: %s", NODE_HINT);
     }
-    snprintf(b->step, sizeof b->step, "%s", step);
-    snprintf(b->sock, sizeof b->sock, "%s", sock);
-    snprintf(b->master_addr, sizeof b->master_addr, "%s", ma ? ma : "127.0.0.1");
-    snprintf(b->master_port, sizeof b->master_port, "%s", mp ? mp : "");
-    return read_recovery(b, err) < 0 || block_order(b, err) < 0 ? -1 : 0;
+    b->size = e.size;
+    b->rank = e.rank;
+    b->nnodes = e.nnodes;
+    b->node_id = e.node_id;
+    b->local_size = e.local_size;
+    b->local_rank = e.local_rank;
+    b->spares = e.spares;
+    b->min_nodes = e.min_nodes;
+    snprintf(b->step, sizeof b->step, "%s", e.step);
+    snprintf(b->sock, sizeof b->sock, "%s", e.agent_sock);
+    snprintf(b->master_addr, sizeof b->master_addr, "%s",
+             e.master_addr ? e.master_addr : "127.0.0.1");
+    snprintf(b->master_port, sizeof b->master_port, "%s", e.master_port ? e.master_port : "");
+    return check_recovery(b, err) < 0 || block_order(b, err) < 0 ? -1 : 0;
 }
 
 static int read_identity(ddl_slurm_boot_t *b, ddl_error_t *err)
 {
     long job, step;
     const char *h = SLURM_HINT;
-    if (env_long("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", 1, 1 << 20, &b->size, h, err) < 0 ||
+    if (env_long("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", 1, DDL_MAX_RANKS, &b->size, h, err) < 0 ||
         env_long("SLURM_PROCID", NULL, 0, b->size - 1, &b->rank, h, err) < 0 ||
         env_long("SLURM_STEP_NUM_NODES", "SLURM_NNODES", 1, b->size, &b->nnodes, h, err) < 0 ||
         env_long("SLURM_NODEID", NULL, 0, b->nnodes - 1, &b->node_id, h, err) < 0 ||
@@ -126,7 +121,8 @@ static int read_identity(ddl_slurm_boot_t *b, ddl_error_t *err)
         env_long("SLURM_STEP_ID", "SLURM_STEPID", 0, 0xffffffffL, &step, h, err) < 0)
         return -1;
     snprintf(b->step, sizeof b->step, "%ld.%ld", job, step);
-    if (read_recovery(b, err) < 0)
+    if (ddl_env_long(DDLENV_DDL_SPARES, &b->spares, err) < 0 ||
+        ddl_env_long(DDLENV_DDL_MIN_NODES, &b->min_nodes, err) < 0 || check_recovery(b, err) < 0)
         return -1;
     char dir[PATH_MAX - 128];
     if (ddl_runtime_dir(getuid(), 1, dir, sizeof dir, err) < 0)
@@ -211,11 +207,9 @@ static int publish(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
 
 static int exchange(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
 {
-    long timeout_s = BOOT_TIMEOUT_DEFAULT_S;
-    const char *t = getenv("DDL_BOOTSTRAP_TIMEOUT");
-    if (t && ddl_parse_long(t, 1, 86400, &timeout_s) < 0)
-        return ddl_errprintf(err, "DDL_BOOTSTRAP_TIMEOUT='%s' is not a number of seconds "
-                             "(1-86400)", t);
+    long timeout_s;
+    if (ddl_env_long(DDLENV_DDL_BOOTSTRAP_TIMEOUT, &timeout_s, err) < 0)
+        return -1;
     if (!getenv("PMIX_RANK") && !getenv("PMIX_SERVER_URI41") && !getenv("PMIX_SERVER_URI4") &&
         !getenv("PMIX_SERVER_URI3") && !getenv("PMIX_SERVER_URI2"))
         return ddl_errprintf(err, "this step has no PMIx server: run `srun --mpi=pmix --ddl`, or "
@@ -274,54 +268,50 @@ out:
 /* start_agent: the node's first task starts the node's agent. */
 static int start_agent(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
 {
-    char path[PATH_MAX], size[16], node[16], nnodes[16], parent[16], sfd[16], tfd[16];
+    char path[PATH_MAX];
     int sp[2];
     if (ddl_find_helper("ddl-agent", "agent", DDL_BINDIR, path, sizeof path, err) < 0)
         return -1;
+    ddl_agent_args_t a = DDL_AGENT_ARGS_INIT;
+    int leader = p->leader_fd >= 0;
+    a.socket = b->sock;
+    a.step = b->step;
+    a.size = (uint32_t)b->size;
+    a.node_id = (uint32_t)b->node_id;
+    a.nnodes = (uint32_t)b->nnodes;
+    a.local_ranks = p->peers;
+    a.tcp_fd = leader ? p->leader_fd : -1;
+    a.leader = leader ? NULL : p->leader;
+    a.parent = (int)getpid();
+    a.exit_when_done = 1;
+    a.supervise = 1;
+    /* recovery: the plugin's settings (--ddl-restarts, ddl.conf) */
+    long restarts, loop, timeout_s;
+    if (ddl_env_long(DDLENV_DDL_RESTARTS, &restarts, err) < 0 ||
+        ddl_env_long(DDLENV_DDL_CRASH_LOOP, &loop, err) < 0 ||
+        ddl_env_long(DDLENV_DDL_NODE_TIMEOUT_S, &timeout_s, err) < 0) /* whole seconds */
+        return -1;
+    a.restarts = (uint32_t)restarts;
+    a.crash_loop = (uint32_t)loop;
+    a.node_timeout_ms = (int)timeout_s * 1000;
+    a.spares = (uint32_t)b->spares;
+    a.min_nodes = (uint32_t)b->min_nodes;
     if (pipe2(sp, O_CLOEXEC) < 0)
         return ddl_errprintf(err, "pipe: %s", strerror(errno));
+    a.secret_fd = sp[0];
+    ddl_agent_argv_t av;
     /* 64 bytes fit in any pipe: write before the agent reads */
-    if (ddl_write_full(sp[1], p->secret, strlen(p->secret)) < 0) {
+    if (ddl_agent_argv_build(&a, &av, err) < 0 ||
+        (ddl_write_full(sp[1], p->secret, strlen(p->secret)) < 0 &&
+         ddl_errprintf(err, "cannot pass the secret to the agent: %s", strerror(errno)))) {
         close(sp[0]);
         close(sp[1]);
-        return ddl_errprintf(err, "cannot pass the secret to the agent: %s", strerror(errno));
+        return -1;
     }
     close(sp[1]);
-    snprintf(size, sizeof size, "%ld", b->size);
-    snprintf(node, sizeof node, "%ld", b->node_id);
-    snprintf(nnodes, sizeof nnodes, "%ld", b->nnodes);
-    snprintf(parent, sizeof parent, "%d", (int)getpid());
-    snprintf(sfd, sizeof sfd, "%d", sp[0]);
-    snprintf(tfd, sizeof tfd, "%d", p->leader_fd);
-    int leader = p->leader_fd >= 0;
-    /* recovery: the plugin's validated settings (--ddl-restarts, ddl.conf) */
-    char restarts[16], loop[16], timeout[16];
-    long v = 0;
-    const char *e = getenv("DDL_RESTARTS");
-    snprintf(restarts, sizeof restarts, "%ld",
-             e && ddl_parse_long(e, 0, DDL_MAX_RESTARTS, &v) == 0 ? v : 0L);
-    e = getenv("DDL_CRASH_LOOP");
-    snprintf(loop, sizeof loop, "%ld",
-             e && ddl_parse_long(e, 0, DDL_MAX_RESTARTS, &v) == 0 ? v
-                                                                 : (long)DDL_DEFAULT_CRASH_LOOP);
-    char spares[16], min_nodes[16];
-    snprintf(spares, sizeof spares, "%ld", b->spares);
-    snprintf(min_nodes, sizeof min_nodes, "%ld", b->min_nodes);
-    e = getenv("DDL_NODE_TIMEOUT_S");
-    snprintf(timeout, sizeof timeout, "%ld",
-             e && ddl_parse_long(e, 1, DDL_NODE_TIMEOUT_MAX_MS / 1000, &v) == 0
-                 ? v * 1000
-                 : (long)DDL_NODE_TIMEOUT_DEFAULT_MS); /* whole seconds, as in ddl.conf */
-    char *argv[] = {"ddl-agent", "serve", "--socket", b->sock, "--step", b->step, "--size", size,
-                    "--node-id", node, "--nnodes", nnodes, "--local-ranks", p->peers,
-                    "--secret-fd", sfd, leader ? "--tcp-fd" : "--leader",
-                    leader ? tfd : p->leader, "--parent", parent, "--exit-when-done",
-                    "--supervise", "--restarts", restarts, "--crash-loop", loop,
-                    "--node-timeout", timeout, "--spares", spares, "--min-nodes", min_nodes,
-                    NULL};
     int keep[2] = {sp[0], p->leader_fd};
     /* others connect to the leader and retry for up to 30 s */
-    b->agent = ddl_spawn_ready(path, argv, keep, leader ? 2 : 1, 0, 40000, err);
+    b->agent = ddl_spawn_ready(path, av.argv, keep, leader ? 2 : 1, 0, 40000, err);
     close(sp[0]);
     return b->agent < 0 ? -1 : 0;
 }

@@ -1,10 +1,15 @@
 # tests/: TAP unit tests (C programs, no extension) and integration tests
 # (.t shell scripts), both run by automake's tap-driver.sh.
 check_PROGRAMS += tests/unit/t_proto tests/unit/t_util tests/unit/t_ddlrun_args \
+                  tests/unit/t_agent_args tests/unit/t_rank_env \
                   tests/unit/t_reduce tests/unit/t_api tests/unit/t_gpu_plan \
                   tests/helpers/coll-check tests/helpers/nb-check
 tests_unit_t_proto_SOURCES = tests/unit/t_proto.c tests/tap.h
 tests_unit_t_proto_LDADD = common/libddlcommon.la
+tests_unit_t_agent_args_SOURCES = tests/unit/t_agent_args.c tests/tap.h
+tests_unit_t_agent_args_LDADD = common/libddlcommon.la
+tests_unit_t_rank_env_SOURCES = tests/unit/t_rank_env.c tests/tap.h
+tests_unit_t_rank_env_LDADD = common/libddlcommon.la
 tests_unit_t_util_SOURCES = tests/unit/t_util.c tests/tap.h
 tests_unit_t_util_LDADD = common/libddlcommon.la
 tests_unit_t_ddlrun_args_SOURCES = tests/unit/t_ddlrun_args.c launcher/ddlrun_args.c tests/tap.h
@@ -41,6 +46,7 @@ tests_helpers_coll_check_SOURCES = tests/helpers/coll-check.c
 tests_helpers_coll_check_LDADD = collectives/libddl.la $(ZLIB_LIBS) -lm
 
 TESTS += tests/unit/t_proto tests/unit/t_util tests/unit/t_ddlrun_args tests/unit/t_reduce \
+         tests/unit/t_agent_args tests/unit/t_rank_env \
          tests/unit/t_api tests/unit/t_gpu_plan
 
 dist_check_SCRIPTS += tests/integration/lib.sh
@@ -175,3 +181,21 @@ INTEGRATION_TESTS += tests/integration/t0022-file-safety.t
 
 # libFuzzer targets (built with clang when configure finds one).
 include tests/fuzz/local.mk
+
+# The table of DDL_* variables (common/ddl_env.def): env-doc prints it as
+# docs/user-guide.md's table; t0025 checks that the two agree and that the
+# sources use no variable outside it.  `make env-doc` rewrites the guide's.
+check_PROGRAMS += tests/helpers/env-doc
+tests_helpers_env_doc_SOURCES = tests/helpers/env-doc.c
+tests_helpers_env_doc_LDADD = common/libddlcommon.la
+INTEGRATION_TESTS += tests/integration/t0025-env-doc.t
+.PHONY: env-doc
+env-doc: tests/helpers/env-doc
+	tests/helpers/env-doc >env-doc.tmp
+	awk -v table=env-doc.tmp \
+	    '/^<!-- END ddl_env.def/ { skip = 0 } \
+	     !skip { print } \
+	     /^<!-- BEGIN ddl_env.def/ { while ((getline l < table) > 0) print l; skip = 1 }' \
+	    $(top_srcdir)/docs/user-guide.md >user-guide.tmp
+	mv user-guide.tmp $(top_srcdir)/docs/user-guide.md
+	rm -f env-doc.tmp

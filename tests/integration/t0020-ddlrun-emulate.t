@@ -269,7 +269,7 @@ clean abort
 # bad input to the pieces ddlrun --emulate starts
 t_run 10 env -u DDL_SIZE "$DDL_LAUNCH" --node true
 t_is $? 1 "ddl-launch --node outside ddlrun --emulate (no DDL_SIZE): exit 1"
-t_like "$T_TMP/err" "DDL_SIZE='' is not a number in 1-1048576: ddl-launch --node runs only as a task of ddlrun --emulate" \
+t_like "$T_TMP/err" "DDL_SIZE is not set: ddl-launch --node runs only as a task of ddlrun --emulate" \
     "... saying where it runs"
 t_run 10 "$DDL_AGENT" serve --socket "$T_TMP/x.sock" --step s --size 1 --host 'node 1'
 t_is $? 2 "ddl-agent serve --host 'node 1': exit 2"
