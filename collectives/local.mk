@@ -108,5 +108,5 @@ check-noucx:
 	  exit 1; \
 	fi; \
 	rm -f collectives/noucx-probe.c collectives/noucx-probe.o; \
-	echo "check-noucx: UCX is unreachable from libddl's UCX-free files and tests/unit/t_algos"
+	echo "check-noucx: UCX is unreachable from libddl's UCX-free files and the algorithms' unit test"
 .PHONY: check-noucx
