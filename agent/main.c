@@ -48,6 +48,7 @@ static void usage(FILE *f)
             "[--crash-loop K]\n"
             "                        [--node-timeout MS] [--spares K] [--min-nodes M]] "
             "[--host NAME]\n"
+            "                       [--option-names srun|ddlrun]\n"
             "       ddl-agent heartbeat [STEP]\n"
             "       ddl-agent --version | --help\n"
             "\n"
@@ -201,6 +202,7 @@ static int cmd_serve(int argc, char **argv)
         {"spares", required_argument, NULL, 'P'},
         {"min-nodes", required_argument, NULL, 'm'},
         {"host", required_argument, NULL, 'o'},
+        {"option-names", required_argument, NULL, 'W'},
         {NULL, 0, NULL, 0},
     };
     ddl_agent_opts_t o = {.ready_fd = -1, .tcp_fd = -1, .nnodes = 1};
@@ -291,6 +293,14 @@ static int cmd_serve(int argc, char **argv)
                 return bad("serve: --%s: '%s' is not a number of nodes (0-%d)",
                            c == 'P' ? "spares" : "min-nodes", optarg, DDL_MAX_NODES);
             *(c == 'P' ? &o.spares : &o.min_nodes) = (uint32_t)v;
+            break;
+        case 'W':
+            if (strcmp(optarg, "srun") != 0 && strcmp(optarg, "ddlrun") != 0) {
+                free(local);
+                return bad("serve: --option-names: '%s' is not srun or ddlrun (whose options "
+                           "the reports name)", optarg);
+            }
+            o.ddlrun_names = optarg[0] == 'd';
             break;
         case 'o':
             if (!*optarg || strlen(optarg) > 63 || strpbrk(optarg, " \t\n\"\\")) {
