@@ -202,10 +202,8 @@ static void set_rank_env(run_t *r, int rank, int master_port)
     SETI("DDL_LOCAL_SIZE", per_node);
     SETI("DDL_NODE_ID", rank / per_node);
     SETI("DDL_NNODES", r->nnodes);
-    if (r->o.emulate) {
-        SETI("DDL_SPARES", r->o.spares);
-        SETI("DDL_MIN_NODES", r->o.min_nodes);
-    }
+    SETI("DDL_SPARES", r->o.spares); /* 0 without --emulate, whatever the user's */
+    SETI("DDL_MIN_NODES", r->o.min_nodes);
     SETI("DDL_GENERATION", 0); /* ddl-launch sets them for each generation */
     SETI("DDL_RESTART_COUNT", 0);
     if (r->o.ckpt_dir)
