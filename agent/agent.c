@@ -440,7 +440,8 @@ static int setup(agent_t *a)
         ck = -1;
     a->pcfg = (ddl_policy_cfg_t){.restarts = o->restarts, .crash_loop = o->crash_loop,
                                  .have_ckpt_dir = a->ckpt_dir != NULL,
-                                 .have_map = a->w.node_rank != NULL};
+                                 .have_map = a->w.node_rank != NULL,
+                                 .ddlrun_names = o->ddlrun_names};
     ddl_policy_init(&a->pol, 0, ck);
     if (o->host)
         snprintf(a->host, sizeof a->host, "%s", o->host);

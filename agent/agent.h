@@ -48,7 +48,7 @@ typedef struct {
     int heartbeat_ms;          /* between PEER_BEATs to linked agents (0: default) */
     /* recovery (srun --ddl, ddlrun --emulate): ranks' supervisors report failures
      * and wait for the leader's decision (a new generation, stop, finish). */
-    int supervise;             /* 0: ranks end on their own (ddlrun) */
+    int supervise;             /* 0: ranks end on their own (a bare agent) */
     uint32_t restarts;         /* restarts allowed (--ddl-restarts) */
     uint32_t crash_loop;       /* restarts in a row without checkpoint progress
                                 * before giving up (0: off) */
@@ -56,6 +56,8 @@ typedef struct {
     uint32_t spares;           /* the last `spares` nodes wait idle to replace lost ones */
     uint32_t min_nodes;        /* without a spare, a lost node shrinks the world down to
                                 * this many nodes (0: never shrink) */
+    int ddlrun_names;          /* reports name ddlrun's options (--restarts), not srun's
+                                * (--ddl-restarts): --option-names ddlrun */
     const char *host;          /* this node's name in reports (NULL: the host name);
                                 * ddlrun --emulate names its emulated nodes */
 } ddl_agent_opts_t;

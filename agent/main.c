@@ -50,6 +50,7 @@ static void usage(FILE *f)
             "[--crash-loop K]\n"
             "                        [--node-timeout MS] [--spares K] [--min-nodes M]] "
             "[--host NAME]\n"
+            "                       [--option-names srun|ddlrun]\n"
             "       ddl-agent heartbeat [STEP]\n"
             "       ddl-agent --version | --help\n"
             "\n"
@@ -173,7 +174,7 @@ static int cmd_serve(int argc, char **argv)
         .leader = a.leader, .exit_when_done = a.exit_when_done, .heartbeat_ms = a.heartbeat_ms,
         .supervise = a.supervise, .restarts = a.restarts, .crash_loop = a.crash_loop,
         .node_timeout_ms = a.node_timeout_ms, .spares = a.spares, .min_nodes = a.min_nodes,
-        .host = a.host,
+        .host = a.host, .ddlrun_names = a.ddlrun_names,
     };
     /* the step's heartbeat interval (srun --ddl-heartbeat, ddl.conf); --heartbeat wins */
     if (!o.heartbeat_ms) {

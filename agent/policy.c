@@ -3,6 +3,7 @@
  * a step that stops, from the failure's class and the checkpoints seen. */
 #include "config.h"
 
+#include <stdio.h>
 #include <sys/wait.h>
 
 #include "policy.h"
@@ -25,6 +26,13 @@ int ddl_policy_wants_world(const ddl_policy_cfg_t *cfg, const ddl_policy_state_t
     return cls == DDL_FAIL_NODE && cfg->have_map && st->restarts_used < cfg->restarts;
 }
 
+/* The options the reasons name: srun's, or ddlrun's. */
+enum { OPT_RESTARTS, OPT_NO_RESTARTS, OPT_SPARES_MIN, OPT_MIN_NODES };
+static const char *const opt_name[2][4] = {
+    {"--ddl-restarts", "--ddl-restarts=0", "--ddl-spares, --ddl-min-nodes", "--ddl-min-nodes"},
+    {"--restarts", "--restarts 0", "--spares, --min-nodes", "--min-nodes"},
+};
+
 static uint32_t backoff(uint32_t used)
 {
     uint32_t shift = used - 1 < 4 ? used - 1 : 4;
@@ -34,6 +42,7 @@ static uint32_t backoff(uint32_t used)
 void ddl_policy_decide(const ddl_policy_cfg_t *cfg, ddl_policy_state_t *st, int cls,
                        int wstatus, int64_t ckpt, int world_formed, ddl_decision_t *out)
 {
+    const char *const *on = opt_name[cfg->ddlrun_names ? 1 : 0];
     *out = (ddl_decision_t){.restart = 0, .code = -1, .why = ""};
     if (world_formed && ddl_policy_wants_world(cfg, st, cls)) {
         out->restart = 1;
@@ -42,13 +51,16 @@ void ddl_policy_decide(const ddl_policy_cfg_t *cfg, ddl_policy_state_t *st, int 
     }
     if (cls == DDL_FAIL_NODE || cls == DDL_FAIL_SUPERVISOR) {
         out->code = DDL_EXIT_NODE_LOST;
-        out->why = cfg->have_map && cls == DDL_FAIL_NODE
-                       ? (st->restarts_used >= cfg->restarts
-                              ? "the restarts allowed (--ddl-restarts) are spent"
-                              : "no spare node is left and --ddl-min-nodes does not allow fewer "
-                                "nodes")
-                       : "the world cannot be formed again without it (no spare node: "
-                         "--ddl-spares, --ddl-min-nodes)";
+        if (!cfg->have_map || cls != DDL_FAIL_NODE)
+            snprintf(out->why_buf, sizeof out->why_buf, "the world cannot be formed again "
+                     "without it (no spare node: %s)", on[OPT_SPARES_MIN]);
+        else if (st->restarts_used >= cfg->restarts)
+            snprintf(out->why_buf, sizeof out->why_buf, "the restarts allowed (%s) are spent",
+                     on[OPT_RESTARTS]);
+        else
+            snprintf(out->why_buf, sizeof out->why_buf, "no spare node is left and %s does "
+                     "not allow fewer nodes", on[OPT_MIN_NODES]);
+        out->why = out->why_buf;
         return;
     }
     if (cls == DDL_FAIL_WORKER_START || st->restarts_used >= cfg->restarts) {
@@ -58,16 +70,29 @@ void ddl_policy_decide(const ddl_policy_cfg_t *cfg, ddl_policy_state_t *st, int 
                     : WIFSIGNALED(wstatus)                         ? 128 + WTERMSIG(wstatus)
                     : WIFEXITED(wstatus)                           ? WEXITSTATUS(wstatus)
                                                                    : 1;
-        out->why = cls == DDL_FAIL_WORKER_START ? "a worker that never ran cannot be restarted"
-                   : cfg->restarts ? "the restarts allowed (--ddl-restarts) are spent"
-                                   : "no restart allowed (--ddl-restarts=0)";
+        if (cls == DDL_FAIL_WORKER_START)
+            snprintf(out->why_buf, sizeof out->why_buf,
+                     "a worker that never ran cannot be restarted");
+        else if (cfg->restarts)
+            snprintf(out->why_buf, sizeof out->why_buf, "the restarts allowed (%s) are spent "
+                     "(%u of %u used)", on[OPT_RESTARTS], st->restarts_used, cfg->restarts);
+        else
+            snprintf(out->why_buf, sizeof out->why_buf, "no restart allowed (%s)",
+                     on[OPT_NO_RESTARTS]);
+        out->why = out->why_buf;
         return;
     }
     st->stalled = ckpt > st->ckpt_best ? 0 : st->stalled + 1;
     st->ckpt_best = ckpt > st->ckpt_best ? ckpt : st->ckpt_best;
     if (cfg->have_ckpt_dir && cfg->crash_loop && st->stalled > cfg->crash_loop) {
         out->code = DDL_EXIT_CRASH_LOOP;
-        out->why = "failures in a row without a new checkpoint: a crash loop (do not requeue)";
+        char latest[48] = "none";
+        if (ckpt >= 0)
+            snprintf(latest, sizeof latest, "step %lld", (long long)ckpt);
+        snprintf(out->why_buf, sizeof out->why_buf, "failures in a row without a new "
+                 "checkpoint: a crash loop (do not requeue): %u failures in a row, the latest "
+                 "checkpoint: %s", st->stalled, latest);
+        out->why = out->why_buf;
         return;
     }
     out->restart = 1;

@@ -22,6 +22,7 @@ typedef struct {
                           * step (0: no limit) */
     int have_ckpt_dir;   /* checkpoints are known (the crash-loop guard needs them) */
     int have_map;        /* whole nodes can move: a lost node need not stop the step */
+    int ddlrun_names;    /* the reasons name ddlrun's options (--restarts), not srun's */
 } ddl_policy_cfg_t;
 
 typedef struct {
@@ -34,7 +35,8 @@ typedef struct {
     int restart;       /* 1: restart into the next generation; 0: stop */
     uint32_t delay_ms; /* restart: the backoff */
     int code;          /* stop: every task's exit status (DDL_EXIT_* or the worker's) */
-    const char *why;   /* stop: why no restart (static text) */
+    const char *why;   /* stop: why no restart (in why_buf) */
+    char why_buf[256];
 } ddl_decision_t;
 
 /* ddl_policy_init: the state of a step whose generation `gen` runs now

@@ -21,8 +21,8 @@
 #   ddlrun --emulate (-n 2 --nodes 2 --spares 1): node1's process group
 #          killed (its links close) or stopped (SIGSTOP: its links go
 #          silent), and node0's, the leader's, stopped.
-# Columns: detected = from the failure to the line naming it (ddlrun's, the
-# leader agent's; DDL_LOG_TIME stamps agents' lines); every survivor = to
+# Columns: detected = from the failure to the line naming it (the leader
+# agent's; DDL_LOG_TIME stamps agents' lines); every survivor = to
 # the last agent's line saying it knows (DDL_LOG_LEVEL=info); first step =
 # to the new generation's first allreduce (ft-probe's own clock), which
 # includes stopping the other ranks, the 0.5 s backoff before the first

@@ -298,6 +298,10 @@ int ddl_agent_argv_build(const ddl_agent_args_t *a, ddl_agent_argv_t *out, ddl_e
         ARG("--host");
         ARG(a->host);
     }
+    if (a->ddlrun_names) {
+        ARG("--option-names");
+        ARG("ddlrun");
+    }
 #undef NUM
 #undef ARG
     out->argv[k] = NULL;
@@ -328,6 +332,7 @@ int ddl_agent_argv_parse(int argc, char **argv, ddl_agent_args_t *a, ddl_error_t
         {"spares", required_argument, NULL, 'P'},
         {"min-nodes", required_argument, NULL, 'm'},
         {"host", required_argument, NULL, 'o'},
+        {"option-names", required_argument, NULL, 'W'},
         {NULL, 0, NULL, 0},
     };
     int c;
@@ -371,6 +376,14 @@ int ddl_agent_argv_parse(int argc, char **argv, ddl_agent_args_t *a, ddl_error_t
             break;
         case 'o':
             a->host = optarg;
+            break;
+        case 'W':
+            if (strcmp(optarg, "srun") != 0 && strcmp(optarg, "ddlrun") != 0) {
+                errno = EINVAL;
+                return ddl_errprintf(err, "--option-names: '%s' is not srun or ddlrun (whose "
+                                     "options the reports name)", optarg);
+            }
+            a->ddlrun_names = optarg[0] == 'd';
             break;
         case ':':
             errno = EINVAL;

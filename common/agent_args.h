@@ -10,6 +10,7 @@
  *                    (--tcp-fd FD | --leader IP:PORT)] [--exit-when-done]
  *                   [--heartbeat MS] [--supervise [--restarts N] [--crash-loop K]
  *                    [--node-timeout MS] [--spares K] [--min-nodes M]] [--host NAME]
+ *                   [--option-names srun|ddlrun]
  */
 #ifndef DDL_AGENT_ARGS_H
 #define DDL_AGENT_ARGS_H
@@ -41,6 +42,8 @@ typedef struct {
     uint32_t spares;         /* --spares: 0-DDL_MAX_NODES */
     uint32_t min_nodes;      /* --min-nodes: 0-DDL_MAX_NODES */
     const char *host;        /* --host: the node's name in reports; NULL: gethostname */
+    int ddlrun_names;        /* --option-names ddlrun: reports name ddlrun's options
+                              * (--restarts), not srun's (--ddl-restarts, the default) */
 } ddl_agent_args_t;
 
 /* DDL_AGENT_ARGS_INIT: nothing given (descriptors -1, one node). */

@@ -78,8 +78,10 @@ int ddl_rank_env_build(const ddl_rank_env_t *e, ddl_rank_env_vars_t *v, ddl_erro
         add_long(&o, "NODE_RANK", e->node_id, err) < 0 ||
         (e->step && add(&o, 0, "DDL_STEP_ID", e->step, err) < 0) ||
         (e->agent_sock && add(&o, 0, "DDL_AGENT_SOCK", e->agent_sock, err) < 0) ||
-        (e->spares && add_long(&o, "DDL_SPARES", e->spares, err) < 0) ||
-        (e->min_nodes && add_long(&o, "DDL_MIN_NODES", e->min_nodes, err) < 0) ||
+        /* always, 0 included: a value in the user's environment must not
+         * reach ddl-launch --node as the step's */
+        add_long(&o, "DDL_SPARES", e->spares, err) < 0 ||
+        add_long(&o, "DDL_MIN_NODES", e->min_nodes, err) < 0 ||
         (e->ckpt_dir && add(&o, 0, "DDL_CHECKPOINT_DIR", e->ckpt_dir, err) < 0) ||
         (e->hang_ms && add_long(&o, "DDL_HANG_TIMEOUT_MS", e->hang_ms, err) < 0) ||
         (e->grace_ms != -1 && add_long(&o, "DDL_GRACE_MS", e->grace_ms, err) < 0) ||

@@ -1,20 +1,17 @@
 /* ddlrun.c: the standalone launcher: `ddlrun -n N PROG ARGS` on one machine.
  *
- * It starts one ddl-agent for the step, then N ranks, each a ddl-launch
- * supervisor (in its own process group) that runs PROG as its worker.  It
- * then supervises: the first rank that fails (non-zero exit or signal) gets
- * a one-line report and the others are stopped (SIGTERM, then SIGKILL after
- * the grace period); SIGINT/SIGTERM/SIGHUP are forwarded likewise.  ddlrun
- * is a child subreaper and sweeps every rank's process group at the end, and
- * its children die with it (PR_SET_PDEATHSIG), so no process outlives it.
- *
- * With --restarts R a failed generation (every rank and the agent stopped
- * and swept) is followed by a new one, up to R times, after a backoff; the
- * ranks get DDL_GENERATION and DDL_RESTART_COUNT, and resume from their
- * checkpoint (DDL_CHECKPOINT_DIR).  Each failure is reported in one line
- * (generation, rank, how it ended) and, with --checkpoint-dir, in
- * DIR/failure-gen<G>.json; --crash-loop K stops after K restarts in a row
- * without a new committed checkpoint.
+ * It starts one supervising ddl-agent (with --emulate: one per emulated
+ * node, linked over loopback TCP), then N tasks, each a ddl-launch --node
+ * supervisor that runs PROG as its worker.  The agents own the supervision
+ * policy, as under `srun --ddl`: the failure window and the likeliest root
+ * cause, the restart budget (--restarts), the backoff, the crash-loop guard
+ * (--crash-loop), the one-line failure report and DIR/failure-gen<G>.json
+ * (--checkpoint-dir); their notice aborts the collectives in flight and
+ * every task ends with the decided exit status.  ddlrun starts, labels
+ * output (--label), binds (--bind), forwards SIGINT/SIGTERM/SIGHUP to the
+ * tasks (SIGKILL after the grace period), and cleans up: it is a child
+ * subreaper, sweeps every agent's process group at the end, and its
+ * children die with it (PR_SET_PDEATHSIG), so no process outlives it.
  */
 #include "config.h"
 
@@ -51,13 +48,14 @@ typedef struct {
 } outpipe_t;
 
 typedef struct {
-    pid_t pid; /* ddl-launch (also the process group id but with --emulate); 0 once reaped */
+    pid_t pid; /* ddl-launch; its negation once reaped; 0: never started */
     int status;
     outpipe_t out[2]; /* with --label: stdout, stderr */
 } rank_t;
 
-/* --emulate: a node is a process group led by its agent: the agent, the
- * node's ddl-launch tasks and their workers. */
+/* An agent and what it serves, a process group led by the agent: the
+ * agent, its ddl-launch tasks and their workers (with --emulate, one per
+ * emulated node). */
 typedef struct {
     pid_t agent;  /* 0 once reaped */
     pid_t group;  /* the agent's pid: the node's process group */
@@ -69,29 +67,32 @@ typedef struct {
     ddlrun_opts_t o;
     rank_t *ranks;
     int alive;
-    pid_t agent;
-    char sock[512], step[64], dir[400];
+    char step[64], dir[400];
     char launch_path[4096], agent_path[4096];
     int sfd;
     int stopping;     /* ranks have been told to stop */
     int64_t kill_at;  /* when to SIGKILL the rest (ms), 0 none */
-    int first_failed; /* rank, -1 none */
-    int64_t decide_at; /* end of the window in which failures are compared, 0: none */
     int interrupted;  /* signal that interrupted ddlrun, 0 none */
-    int agent_died;
-    int gen;          /* generation: 0, then one more per restart */
+    int start_failed; /* a task could not be started (reported): exit status 1 */
     int ntasks, tpn;  /* tasks (ranks, and --spares' waiting ones), tasks per node */
-    node_t *nodes;    /* --emulate: o.nodes + o.spares of them */
-    int nnodes;
+    node_t *nodes;    /* the agents: one, or with --emulate o.nodes + o.spares */
+    int nagents;
+    int nnodes;       /* the nodes the ranks are told of (--nodes, --spares) */
     int64_t frozen_at; /* --emulate: when frozen nodes were last looked for */
     ddl_topo_env_t *bind; /* per rank: CPU mask and variables; NULL: leave them alone */
 } run_t;
 
-/* group_of: the process group of a live rank's ddl-launch: its own, or with
- * --emulate its node's (led by the node's agent). */
+/* agent_of: the agent that serves task i: the only one, or with --emulate
+ * its node's. */
+static int agent_of(const run_t *r, int i)
+{
+    return r->o.emulate ? i / r->tpn : 0;
+}
+
+/* group_of: the process group of a task's ddl-launch: its agent's. */
 static pid_t group_of(const run_t *r, int i)
 {
-    return r->o.emulate ? r->nodes[i / r->tpn].group : r->ranks[i].pid;
+    return r->nodes[agent_of(r, i)].group;
 }
 
 /* stop_ranks: a catchable signal goes to each rank's ddl-launch only, which
@@ -185,27 +186,6 @@ static void child_reset_signals(void)
     sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-static int start_agent(run_t *r)
-{
-    ddl_error_t err;
-    ddl_agent_args_t a = DDL_AGENT_ARGS_INIT;
-    ddl_agent_argv_t av;
-    a.socket = r->sock;
-    a.step = r->step;
-    a.size = (uint32_t)r->o.np;
-    a.parent = (int)getpid();
-    r->agent = ddl_agent_argv_build(&a, &av, &err) < 0
-                   ? -1
-                   : ddl_spawn_ready(r->agent_path, av.argv, NULL, 0, 0, 10000, &err);
-    if (r->agent < 0) {
-        ddl_error("%s", err.text);
-        r->agent = 0;
-        return -1;
-    }
-    ddl_debug("agent pid %d listening on %s", (int)r->agent, r->sock);
-    return 0;
-}
-
 /* set_rank_env: the rank's environment (common/rank_env.c), in the child;
  * with --emulate, ddl-launch --node reads the task's identity from it
  * (ddl_node_boot) and gives the worker its place in the world. */
@@ -223,13 +203,13 @@ static void set_rank_env(run_t *r, int rank, int master_port)
     e.local_size = per_node;
     e.node_id = rank / per_node;
     e.nnodes = r->nnodes;
-    e.spares = r->o.emulate ? r->o.spares : 0;
-    e.min_nodes = r->o.emulate ? r->o.min_nodes : 0;
-    e.gen = r->gen;
+    e.spares = r->o.spares; /* 0 without --emulate */
+    e.min_nodes = r->o.min_nodes;
+    e.gen = 0; /* ddl-launch sets the generation and restart count for each one */
     e.ckpt_dir = r->o.ckpt_dir;
     e.hang_ms = r->o.hang_ms;
     e.grace_ms = r->o.grace_ms;
-    e.agent_sock = r->o.emulate ? r->nodes[rank / per_node].sock : r->sock;
+    e.agent_sock = r->nodes[agent_of(r, rank)].sock;
     e.step = r->step;
     e.master_addr = "127.0.0.1"; /* a user's explicit values win */
     e.master_port = port;
@@ -255,7 +235,7 @@ static int start_rank(run_t *r, int rank, int master_port)
         ddl_error("fork for rank %d: %m", rank);
         return -1;
     }
-    pid_t group = r->o.emulate ? r->nodes[rank / r->tpn].group : 0;
+    pid_t group = group_of(r, rank);
     if (pid == 0) {
         setpgid(0, group);
         child_reset_signals();
@@ -277,8 +257,7 @@ static int start_rank(run_t *r, int rank, int master_port)
             _exit(1);
         int k = 0;
         argv[k++] = "ddl-launch";
-        if (r->o.emulate)
-            argv[k++] = "--node";
+        argv[k++] = "--node";
         argv[k++] = "--";
         for (int i = 0; i < r->o.prog_argc; i++)
             argv[k++] = r->o.prog_argv[i];
@@ -286,7 +265,7 @@ static int start_rank(run_t *r, int rank, int master_port)
         fprintf(stderr, "ddlrun: cannot execute %s: %s\n", r->launch_path, strerror(errno));
         _exit(127);
     }
-    setpgid(pid, group ? group : pid); /* also here: no race with an early kill(-pid) */
+    setpgid(pid, group); /* also here: no race with an early kill(-group) */
     rk->pid = pid;
     r->alive++;
     for (int s = 0; s < 2; s++) {
@@ -331,26 +310,9 @@ static int rank_of_pid(run_t *r, pid_t pid)
     return -1;
 }
 
-/* is_hang: a rank's ddl-launch ended with the status it uses after killing
- * a hung worker (only meaningful with --hang-timeout). */
-static int is_hang(const run_t *r, int status)
-{
-    return r->o.hang_ms && WIFEXITED(status) && WEXITSTATUS(status) == DDL_EXIT_HANG;
-}
-
-/* cause_score: how likely a rank's ending is a failure's root cause rather
- * than a consequence of another rank's (ddl_fail_score). */
-static int cause_score(const run_t *r, int status)
-{
-    return ddl_fail_score(is_hang(r, status)       ? DDL_FAIL_WORKER_HANG
-                          : WIFSIGNALED(status) ? DDL_FAIL_WORKER_SIGNAL
-                                                : DDL_FAIL_WORKER_EXIT,
-                          status);
-}
-
 static int node_of_agent(const run_t *r, pid_t pid)
 {
-    for (int k = 0; k < r->nnodes && r->nodes; k++)
+    for (int k = 0; k < r->nagents; k++)
         if (r->nodes[k].agent == pid)
             return k;
     return -1;
@@ -363,76 +325,29 @@ static void reap(run_t *r)
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         char how[128];
         int k = node_of_agent(r, pid);
-        if (k >= 0) { /* --emulate: the node's agent; the others decide what follows */
+        if (k >= 0) { /* an agent: the tasks it served decide what follows */
             r->nodes[k].agent = 0;
             if (r->alive > 0 && !r->stopping && WIFSIGNALED(status)) {
                 r->nodes[k].lost = 1;
-                ddl_debug("node %d: its agent (pid %d) %s: the node is lost", k, (int)pid,
-                          ddl_describe_wait_status(status, how, sizeof how));
-            }
-            continue;
-        }
-        if (pid == r->agent) {
-            r->agent = 0;
-            if (r->alive > 0) {
-                ddl_error("the ddl-agent %s unexpectedly; stopping the ranks",
-                          ddl_describe_wait_status(status, how, sizeof how));
-                r->agent_died = 1;
-                stop_ranks(r, SIGTERM);
+                if (r->o.emulate)
+                    ddl_debug("node %d: its agent (pid %d) %s: the node is lost", k, (int)pid,
+                              ddl_describe_wait_status(status, how, sizeof how));
+                else
+                    ddl_error("the ddl-agent (pid %d) %s: the ranks stop (exit status %d)",
+                              (int)pid, ddl_describe_wait_status(status, how, sizeof how),
+                              DDL_EXIT_NODE_LOST);
             }
             continue;
         }
         int i = rank_of_pid(r, pid);
         if (i < 0)
             continue; /* an orphan we adopted as subreaper */
-        r->ranks[i].pid = -pid; /* reaped; keep the group id for the final sweep */
+        r->ranks[i].pid = -pid; /* reaped */
         r->ranks[i].status = status;
         r->alive--;
-        int failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        ddl_debug("rank %d (pid %d) %s", i, (int)pid,
+        ddl_debug("task %d (pid %d) %s", i, (int)pid,
                   ddl_describe_wait_status(status, how, sizeof how));
-        if (failed && !r->stopping && !r->o.emulate) {
-            /* ranks often fail together (a peer's death breaks a transfer):
-             * collect for a moment, then name the likeliest root cause */
-            if (r->first_failed < 0) {
-                r->first_failed = i;
-                r->decide_at = ddl_now_ms() + DDLRUN_FAILURE_WINDOW_MS;
-            } else if (cause_score(r, status) > cause_score(r, r->ranks[r->first_failed].status)) {
-                r->first_failed = i;
-            }
-        }
     }
-}
-
-/* settle: once the failure window has passed (or every rank is gone), say
- * which rank failed first and how, name the others that failed with it,
- * and stop the rest. */
-static void settle(run_t *r)
-{
-    if (!r->decide_at || (ddl_now_ms() < r->decide_at && r->alive > 0))
-        return;
-    r->decide_at = 0;
-    const int f = r->first_failed;
-    const int st = r->ranks[f].status;
-    char gen[32] = "", how[128], also[512] = "";
-    size_t used = 0;
-    if (r->o.restarts)
-        snprintf(gen, sizeof gen, "generation %d: ", r->gen);
-    for (int i = 0; i < r->ntasks && used < sizeof also - 64; i++) {
-        if (i == f || r->ranks[i].pid >= 0 || !r->ranks[i].status)
-            continue;
-        used += (size_t)snprintf(also + used, sizeof also - used, "%s rank %d %s",
-                                 used ? "," : " (at the same moment:", i,
-                                 ddl_describe_wait_status(r->ranks[i].status, how, sizeof how));
-    }
-    if (used)
-        snprintf(also + used, sizeof also - used, ", taken as consequences)");
-    ddl_error("%srank %d (pid %d) %s%s; stopping the other %d rank%s", gen, f,
-              (int)-r->ranks[f].pid,
-              is_hang(r, st) ? "hung and was killed (--hang-timeout)"
-                             : ddl_describe_wait_status(st, how, sizeof how),
-              also, r->alive, r->alive == 1 ? "" : "s");
-    stop_ranks(r, SIGTERM);
 }
 
 static void on_signal(run_t *r, int sig)
@@ -522,10 +437,6 @@ static void supervise(run_t *r)
             int64_t left = r->kill_at - ddl_now_ms();
             timeout = left < 0 ? 0 : (int)(left < 1000 ? left : 1000);
         }
-        if (r->decide_at) {
-            int64_t left = r->decide_at - ddl_now_ms();
-            timeout = left < 0 ? 0 : (int)(left < timeout ? left : timeout);
-        }
         int rc = pfds ? poll(pfds, (nfds_t)n, timeout) : 0;
         if (rc < 0 && errno != EINTR) {
             ddl_error("poll: %m");
@@ -542,20 +453,18 @@ static void supervise(run_t *r)
                 pump(&r->ranks[i].out[s], i, s ? STDERR_FILENO : STDOUT_FILENO);
             }
         reap(r); /* a SIGCHLD merged with another signal is not lost */
-        settle(r);
         if (r->kill_at && ddl_now_ms() >= r->kill_at && r->alive > 0) {
             ddl_warn("%d rank%s still running %.1f s after SIGTERM: sending SIGKILL", r->alive,
                      r->alive == 1 ? "" : "s", (double)r->o.grace_ms / 1000.0);
             stop_ranks(r, SIGKILL);
             r->kill_at = 0;
         }
-        /* With every rank gone, a pipe kept open by a leftover grandchild must
-         * not keep ddlrun waiting: the sweep below kills it. */
-        if (r->alive == 0 && !r->o.emulate) {
-            for (int i = 0; i < np; i++)
-                if (r->ranks[i].pid < 0)
-                    kill(r->ranks[i].pid, SIGKILL);
-        }
+        /* With every task gone, a pipe kept open by a leftover grandchild
+         * must not keep ddlrun waiting: the agents' groups are swept now. */
+        if (r->alive == 0 && open_pipes > 0)
+            for (int k = 0; k < r->nagents; k++)
+                if (r->nodes[k].group > 0)
+                    kill(-r->nodes[k].group, SIGKILL);
         if (r->o.emulate && r->alive > 0)
             sweep_frozen(r);
     }
@@ -563,36 +472,48 @@ static void supervise(run_t *r)
     free(map);
 }
 
-static void shutdown_agent(run_t *r)
-{
-    if (r->agent <= 0)
-        return;
-    kill(r->agent, SIGTERM);
-    for (int i = 0; i < 200; i++) {
-        if (waitpid(r->agent, NULL, WNOHANG) == r->agent) {
-            r->agent = 0;
-            break;
-        }
-        usleep(10000);
-    }
-    if (r->agent > 0) {
-        ddl_warn("the ddl-agent (pid %d) did not exit within 2 s of SIGTERM: killed",
-                 (int)r->agent);
-        kill(r->agent, SIGKILL);
-        waitpid(r->agent, NULL, 0);
-        r->agent = 0;
-    }
-}
+/* ---------------------------------------------------------------- the agents */
 
-/* ---------------------------------------------------------------- emulated nodes */
+/* start_agent: without --emulate, the one supervising agent, leading the
+ * process group of every task: the same policy as the agents of
+ * --emulate or srun --ddl, on one node.  0, or -1 (reported). */
+static int start_agent(run_t *r, const char *dir)
+{
+    ddl_error_t err;
+    ddl_agent_args_t a = DDL_AGENT_ARGS_INIT;
+    ddl_agent_argv_t av;
+    snprintf(r->nodes[0].sock, sizeof r->nodes[0].sock, "%s/%s.sock", dir, r->step);
+    a.socket = r->nodes[0].sock;
+    a.step = r->step;
+    a.size = (uint32_t)r->ntasks;
+    a.parent = (int)getpid();
+    a.exit_when_done = 1;
+    a.supervise = 1;
+    a.restarts = (uint32_t)r->o.restarts;
+    a.crash_loop = r->o.ckpt_dir ? (uint32_t)r->o.crash_loop : 0;
+    a.ddlrun_names = 1;
+    pid_t pid = ddl_agent_argv_build(&a, &av, &err) < 0
+                    ? -1
+                    : ddl_spawn_ready(r->agent_path, av.argv, NULL, 0, 1, 10000, &err);
+    if (pid < 0) {
+        ddl_error("%s", err.text);
+        return -1;
+    }
+    r->nodes[0].agent = r->nodes[0].group = pid;
+    ddl_debug("agent pid %d (the tasks' process group) listening on %s", (int)pid,
+              r->nodes[0].sock);
+    return 0;
+}
 
 /* start_nodes: --emulate: one agent per emulated node, each leading the
  * node's process group; node 0's agent is the leader, on a loopback TCP
  * port, and the others join it with a fresh secret (through a pipe, as
- * under Slurm).  0, or -1 (reported; the agents started are stopped by
- * stop_nodes). */
+ * under Slurm).  Without --emulate, start_agent.  0, or -1 (reported; the
+ * agents started are stopped by stop_nodes). */
 static int start_nodes(run_t *r, const char *dir)
 {
+    if (!r->o.emulate)
+        return start_agent(r, dir);
     ddl_error_t err;
     char secret[2 * DDL_SECRET_BYTES + 1], leader[64];
     uint16_t port;
@@ -644,6 +565,7 @@ static int start_nodes(run_t *r, const char *dir)
         a.tcp_fd = k ? -1 : lfd;
         a.leader = k ? leader : NULL;
         a.host = host;
+        a.ddlrun_names = 1;
         if (ddl_agent_argv_build(&a, &av, &err) < 0) {
             close(sp[0]);
             ddl_error("node %d's agent: %s", k, err.text);
@@ -668,17 +590,17 @@ out:
 }
 
 /* stop_nodes: the agents have a moment to end by themselves (they do once
- * their tasks have), then SIGTERM, then each node's process group is
- * swept with SIGKILL. */
+ * their tasks have; at once when ddlrun was interrupted), then SIGTERM,
+ * then each agent's process group is swept with SIGKILL. */
 static void stop_nodes(run_t *r)
 {
     for (int t = 0; t < 300; t++) {
         int left = 0;
-        for (int k = 0; k < r->nnodes; k++) {
+        for (int k = 0; k < r->nagents; k++) {
             if (r->nodes[k].agent > 0 && waitpid(r->nodes[k].agent, NULL, WNOHANG) ==
                                              r->nodes[k].agent)
                 r->nodes[k].agent = 0;
-            if (r->nodes[k].agent > 0 && t == 200)
+            if (r->nodes[k].agent > 0 && t == (r->interrupted ? 0 : 200))
                 kill(r->nodes[k].agent, SIGTERM);
             left += r->nodes[k].agent > 0;
         }
@@ -686,7 +608,7 @@ static void stop_nodes(run_t *r)
             break;
         usleep(10000);
     }
-    for (int k = 0; k < r->nnodes; k++) {
+    for (int k = 0; k < r->nagents; k++) {
         if (r->nodes[k].group > 0)
             kill(-r->nodes[k].group, SIGKILL);
         if (r->nodes[k].agent > 0)
@@ -697,35 +619,25 @@ static void stop_nodes(run_t *r)
     }
 }
 
-/* emulated_exit_code: as srun's: the highest status of the tasks on the
- * nodes that were not lost (their agents decided it), 128+N for a signal. */
-static int emulated_exit_code(run_t *r)
+/* exit_code: as srun's: the highest status of the tasks whose agent was
+ * not lost (the agents decided it: the failed worker's own without a
+ * restart left, DDL_EXIT_* otherwise), 128+N for a signal; 128+N when ddlrun
+ * was interrupted by signal N; 1 when a task could not be started. */
+static int exit_code(run_t *r)
 {
     int code = 0, counted = 0;
     if (r->interrupted)
         return 128 + r->interrupted;
+    if (r->start_failed)
+        return 1;
     for (int i = 0; i < r->ntasks; i++) {
-        if (r->nodes[i / r->tpn].lost || r->ranks[i].pid == 0)
+        if (r->nodes[agent_of(r, i)].lost || r->ranks[i].pid == 0)
             continue;
         int c = ddl_wait_status_code(r->ranks[i].status);
         code = c > code ? c : code;
         counted = 1;
     }
     return counted ? code : DDL_EXIT_NODE_LOST;
-}
-
-static int exit_code(run_t *r)
-{
-    if (r->first_failed >= 0)
-        return ddl_wait_status_code(r->ranks[r->first_failed].status);
-    if (r->interrupted)
-        return 128 + r->interrupted;
-    if (r->agent_died)
-        return 1;
-    for (int i = 0; i < r->ntasks; i++) /* failures while stopping */
-        if (r->ranks[i].status)
-            return ddl_wait_status_code(r->ranks[i].status);
-    return 0;
 }
 
 /* ---------------------------------------------------------------- placement */
@@ -789,115 +701,31 @@ static void free_binding(run_t *r)
     r->bind = NULL;
 }
 
-/* run_generation: start the agent and every rank, supervise them until all
- * are gone, sweep what is left; returns the generation's exit code. */
-static int run_generation(run_t *r)
+/* run: start the agents and every task, supervise them until all are
+ * gone (restarts happen inside, decided by the agents), sweep what is
+ * left; returns ddlrun's exit code. */
+static int run(run_t *r)
 {
     int code = 1;
-    r->alive = 0;
-    r->stopping = 0;
-    r->kill_at = 0;
-    r->first_failed = -1;
-    r->decide_at = 0;
-    r->agent_died = 0;
-    for (int i = 0; i < r->ntasks; i++) {
-        for (int s = 0; s < 2; s++)
-            free(r->ranks[i].out[s].buf);
-        r->ranks[i] = (rank_t){.out = {{.fd = -1}, {.fd = -1}}};
-    }
-    if (r->o.emulate ? start_nodes(r, r->dir) == 0 : start_agent(r) == 0) {
+    if (start_nodes(r, r->dir) == 0) {
         int port = free_tcp_port();
         for (int i = 0; i < r->ntasks && !r->stopping; i++) {
             if (start_rank(r, i, port) < 0) {
-                r->agent_died = 1; /* reported; makes the exit status 1 */
+                r->start_failed = 1; /* reported; makes the exit status 1 */
                 stop_ranks(r, SIGTERM);
             }
         }
         supervise(r);
-        code = r->o.emulate ? emulated_exit_code(r) : exit_code(r);
-        for (int i = 0; i < r->ntasks && !r->o.emulate; i++) /* leftovers of the ranks' groups */
-            if (r->ranks[i].pid)
-                kill(r->ranks[i].pid < 0 ? r->ranks[i].pid : -r->ranks[i].pid, SIGKILL);
+        code = exit_code(r);
     }
-    if (r->o.emulate)
-        stop_nodes(r);
-    shutdown_agent(r);
-    unlink(r->sock);
-    ddl_kill_adopted(r->agent);
+    stop_nodes(r);
+    ddl_kill_adopted(0);
     return code;
-}
-
-/* latest_checkpoint: the step in DIR/latest (libddl's checkpoints), or -1
- * without --checkpoint-dir or a committed checkpoint. */
-static int64_t latest_checkpoint(run_t *r)
-{
-    char path[4200], buf[32];
-    if (!r->o.ckpt_dir)
-        return -1;
-    snprintf(path, sizeof path, "%s/latest", r->o.ckpt_dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    long long v = -1;
-    if (!fgets(buf, sizeof buf, f) || sscanf(buf, "%lld", &v) != 1)
-        v = -1;
-    fclose(f);
-    return v;
-}
-
-/* report_failure: with --checkpoint-dir, DIR/failure-gen<G>.json says which
- * rank failed first in generation G, how, and from which checkpoint the
- * next generation would resume (written to a temporary name, renamed). */
-static void report_failure(run_t *r, int code)
-{
-    ddl_error_t err;
-    if (!r->o.ckpt_dir || r->first_failed < 0)
-        return;
-    int st = r->ranks[r->first_failed].status;
-    ddl_fail_summary_t s = {
-        .step = r->step,
-        .gen = (uint32_t)r->gen,
-        .rank = r->first_failed,
-        .node = r->first_failed / (r->o.np / r->o.nodes),
-        .cls = is_hang(r, st) ? DDL_FAIL_WORKER_HANG
-               : WIFSIGNALED(st) ? DDL_FAIL_WORKER_SIGNAL
-                                 : DDL_FAIL_WORKER_EXIT,
-        .wstatus = st,
-        .decision = r->gen < r->o.restarts ? "restart" : "stop",
-        .exit_code = code,
-        .ckpt_step = latest_checkpoint(r),
-        .restarts_left = r->o.restarts - r->gen,
-        .detected_ms = ddl_realtime_ms(),
-    };
-    if (ddl_fail_summary_write(r->o.ckpt_dir, &s, &err) < 0)
-        ddl_warn("%s", err.text);
-}
-
-/* backoff: wait before generation r->gen + 1 (0.5 s doubling up to 8 s),
- * still answering signals; -1 if one interrupted the wait. */
-static int backoff(run_t *r)
-{
-    int shift = r->gen < 4 ? r->gen : 4;
-    int64_t until = ddl_now_ms() + (500 << shift);
-    for (int64_t left; (left = until - ddl_now_ms()) > 0;) {
-        struct pollfd pf = {.fd = r->sfd, .events = POLLIN};
-        if (poll(&pf, 1, (int)left) > 0) {
-            struct signalfd_siginfo si;
-            while (read(r->sfd, &si, sizeof si) == sizeof si) {
-                if (si.ssi_signo == SIGCHLD)
-                    continue;
-                r->interrupted = (int)si.ssi_signo;
-                ddl_warn("interrupted while waiting to restart: not restarting");
-                return -1;
-            }
-        }
-    }
-    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    run_t r = {.first_failed = -1, .sfd = -1};
+    run_t r = {.sfd = -1};
     ddl_error_t err;
     sigset_t mask;
     int code = 1;
@@ -938,20 +766,18 @@ int main(int argc, char **argv)
     r.tpn = r.o.np / r.o.nodes;
     r.ntasks = r.o.np + r.o.spares * r.tpn; /* --spares: tasks that wait */
     r.nnodes = r.o.nodes + r.o.spares;
-    if (r.o.emulate) {
-        r.nodes = calloc((size_t)r.nnodes, sizeof *r.nodes);
-        if (!r.nodes) {
-            ddl_error("out of memory for %d nodes", r.nnodes);
-            return 1;
-        }
-        if (r.o.ckpt_dir) /* the agents read it: crash loops, failure summaries */
-            setenv("DDL_CHECKPOINT_DIR", r.o.ckpt_dir, 1);
+    r.nagents = r.o.emulate ? r.nnodes : 1;
+    r.nodes = calloc((size_t)r.nagents, sizeof *r.nodes);
+    if (!r.nodes) {
+        ddl_error("out of memory for %d nodes", r.nagents);
+        return 1;
     }
+    if (r.o.ckpt_dir) /* the agents read it: crash loops, failure summaries */
+        setenv("DDL_CHECKPOINT_DIR", r.o.ckpt_dir, 1);
     int brc = plan_binding(&r);
     if (brc)
         return brc;
     snprintf(r.step, sizeof r.step, "local-%d", (int)getpid());
-    snprintf(r.sock, sizeof r.sock, "%s/%s.sock", r.dir, r.step);
 
     r.ranks = calloc((size_t)r.ntasks, sizeof *r.ranks);
     if (!r.ranks) {
@@ -977,43 +803,7 @@ int main(int argc, char **argv)
     }
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-    int64_t last_progress = latest_checkpoint(&r);
-    int stalled = 0; /* restarts in a row without checkpoint progress */
-    for (;;) {
-        code = run_generation(&r);
-        if (code == 0 || r.first_failed < 0 || r.interrupted || r.agent_died ||
-            r.o.restarts == 0)
-            break;
-        report_failure(&r, code);
-        if (r.gen >= r.o.restarts) {
-            ddl_error("generation %d failed and the %d restart%s allowed (--restarts) are "
-                      "spent: giving up (exit status %d)", r.gen, r.o.restarts,
-                      r.o.restarts == 1 ? "" : "s", DDL_EXIT_RESTARTS_SPENT);
-            code = DDL_EXIT_RESTARTS_SPENT;
-            break;
-        }
-        int64_t now = latest_checkpoint(&r);
-        stalled = now > last_progress ? 0 : stalled + 1;
-        last_progress = now > last_progress ? now : last_progress;
-        if (r.o.ckpt_dir && stalled > r.o.crash_loop) {
-            ddl_error("%d failures in a row without a new checkpoint in %s (latest: %lld): "
-                      "a crash loop; not restarting (exit status %d: do not requeue)",
-                      stalled, r.o.ckpt_dir, (long long)now, DDL_EXIT_CRASH_LOOP);
-            code = DDL_EXIT_CRASH_LOOP;
-            break;
-        }
-        if (backoff(&r) < 0) {
-            code = 128 + r.interrupted;
-            break;
-        }
-        r.gen++;
-        if (now >= 0)
-            ddl_warn("restart %d of %d: generation %d resumes from checkpoint step %lld",
-                     r.gen, r.o.restarts, r.gen, (long long)now);
-        else
-            ddl_warn("restart %d of %d: generation %d starts over (no checkpoint%s)", r.gen,
-                     r.o.restarts, r.gen, r.o.ckpt_dir ? " yet" : ": see --checkpoint-dir");
-    }
+    code = run(&r);
     for (int i = 0; i < r.ntasks; i++)
         for (int s = 0; s < 2; s++)
             free(r.ranks[i].out[s].buf);

@@ -12,8 +12,8 @@
 const char ddlrun_usage[] =
     "usage: ddlrun -n N [options] [--] PROG [ARGS...]\n"
     "\n"
-    "Start N ranks of PROG on this machine with a ddl-agent, supervise them, and\n"
-    "exit with the status of the first rank that failed.\n"
+    "Start N ranks of PROG on this machine under a supervising ddl-agent (the policy\n"
+    "of srun --ddl) and exit with the status of the first rank that failed.\n"
     "\n"
     "  -n, --np N         number of ranks (1-4096), required\n"
     "  -l, --label        prefix every output line with \"[RANK] \"\n"
@@ -40,7 +40,7 @@ const char ddlrun_usage[] =
     "      --bind HOW     auto (default): each rank gets its GPU, nearest NIC and cores;\n"
     "                     none: change nothing; LIST: CPU lists separated by ':', one per\n"
     "                     rank in turn (e.g. 0-3:4-7), GPU and NIC as with auto\n"
-    "      --restarts R   after a rank fails, stop the others and start all ranks again,\n"
+    "      --restarts R   after a rank fails, stop the others and start every worker again,\n"
     "                     up to R times (0-" DDL_XSTR(DDL_MAX_RESTARTS)
     ", default 0), with DDL_GENERATION and\n"
     "                     DDL_RESTART_COUNT counting the restarts; waits 0.5 s before\n"
@@ -74,8 +74,9 @@ const char ddlrun_usage[] =
     "signal N; 2 for bad usage; 127 if PROG cannot be found; 1 if ddl itself failed.\n"
     "With --restarts: 90 if the ranks failed again after the last allowed restart;\n"
     "91 if --crash-loop stopped the restarts (no checkpoint progress: do not requeue).\n"
+    "93 if the agent was lost (with --emulate: a node that could not be replaced).\n"
     "With --emulate, the highest exit status of the tasks on the nodes that were not\n"
-    "lost (as srun reports), and 93 when a lost node could not be replaced.\n"
+    "lost (as srun reports).\n"
     "A rank killed by --hang-timeout ends with status 92.\n";
 
 /* parse_bind: --bind auto|none|LIST, LIST being CPU lists separated by ':'. */

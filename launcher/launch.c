@@ -2,7 +2,7 @@
  *
  *   ddl-launch [--] PROG [ARGS...]
  *   ddl-launch --slurm WORKER-PID ENV-FD      (exec'd by spank_ddl.so)
- *   ddl-launch --node [--] PROG [ARGS...]     (ddlrun --emulate)
+ *   ddl-launch --node [--] PROG [ARGS...]     (ddlrun)
  *
  * Under Slurm the plugin has already forked the worker, which waits inside
  * the plugin for its environment: ddl-launch bootstraps (slurm_boot.c),
@@ -11,8 +11,8 @@
  * as below.  The node's first task also waits, after its own worker, for
  * the node's agent to finish serving the other local ranks.
  *
- * With --node (a task of an emulated node of `ddlrun --emulate`) it does
- * the same as under Slurm, but its identity comes from ddlrun's variables
+ * With --node (a task of `ddlrun`, of an emulated node with --emulate) it
+ * does the same as under Slurm, but its identity comes from ddlrun's variables
  * (ddl_node_boot), the node's agent is ddlrun's, and it starts the worker
  * itself (a spare's only when its node is given ranks).
  *
@@ -34,7 +34,8 @@
  * beat on, a worker silent for that long is hung: ddl-launch reports what it
  * was doing (its state and kernel wait channel from /proc, the collectives
  * and the step of its last beat), kills it with SIGKILL and exits with
- * DDL_EXIT_HANG (92), which ddlrun reports as a hang.
+ * DDL_EXIT_HANG (92); under an agent (--node, --slurm) it reports the hang
+ * as the failure (class worker-hang) instead.
  */
 #include "config.h"
 
@@ -72,7 +73,7 @@ static long rank = -1;
 static uint32_t cur_gen;             /* the worker's generation */
 static char beat_path[PATH_MAX];     /* Slurm: the first worker's heartbeat FIFO, "" none */
 static char hang_text[400];          /* the last hang report, for the agent */
-static int node_mode;                /* --node: ddlrun --emulate's task */
+static int node_mode;                /* --node: ddlrun's task */
 static ddl_spawn_t node_spawn;       /* --node: how to start the worker */
 
 /* Watching the worker's heartbeats (ddl_beat_rec_t, from libddl). */
@@ -703,7 +704,7 @@ static int supervise(pid_t wpid, int idle, int agent_decides, pid_t agent, int s
     sup_t s = {.wpid = wpid, .last_pid = wpid, .idle = idle};
     int wait_decision = agent_decides && agent_fd >= 0;
     if (!agent_decides)
-        s.captured = -1; /* ddlrun restarts whole generations itself */
+        s.captured = -1; /* no agent decides: the task ends with its worker */
     if (node_mode) {
         s.spawn = node_spawn; /* taken */
         memset(&node_spawn, 0, sizeof node_spawn);

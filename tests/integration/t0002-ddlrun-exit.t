@@ -10,12 +10,12 @@ t_is $? 0 "all ranks exit 0 -> ddlrun exits 0"
 
 t_run 30 "$DDLRUN" -n 4 --grace 2 sh -c "[ \$RANK = 2 ] && exit 3; exec sleep 60 # $T_TOKEN"
 t_is $? 3 "rank 2 exits 3 -> ddlrun exits 3"
-t_like "$T_TMP/err" "rank 2 \(pid [0-9]+\) exited with status 3; stopping the other 3 ranks" \
+t_like "$T_TMP/err" "generation 0: rank 2 on node 0 \([^)]*\): worker [0-9]+ exited with status 3 \[worker-exit\]; stopping the step \(exit status 3\): no restart allowed" \
     "... and the message names rank 2 and its status"
 
 t_run 30 "$DDLRUN" -n 3 sh -c "[ \$RANK = 1 ] && kill -KILL \$\$; exec sleep 60 # $T_TOKEN"
 t_is $? 137 "rank 1 killed by SIGKILL -> ddlrun exits 137"
-t_like "$T_TMP/err" "rank 1 \(pid [0-9]+\) was killed by signal 9 \(SIGKILL\)" \
+t_like "$T_TMP/err" "rank 1 on node 0 \([^)]*\): worker [0-9]+ was killed by signal 9 \(SIGKILL\)" \
     "... and the message names rank 1 and SIGKILL"
 
 t_run 30 "$DDLRUN" -n 2 sh -c "[ \$RANK = 0 ] && kill -SEGV \$\$; exec sleep 60 # $T_TOKEN"

@@ -275,6 +275,9 @@ t_run 10 "$DDL_AGENT" serve --socket "$T_TMP/x.sock" --step s --size 1 --host 'n
 t_is $? 2 "ddl-agent serve --host 'node 1': exit 2"
 t_like "$T_TMP/err" "--host: 'node 1' is not a node name \(1-63 characters, no blanks or quotes\)" \
     "... naming the rule"
+t_run 10 "$DDL_AGENT" serve --socket "$T_TMP/x.sock" --step s --size 1 --option-names mpirun
+t_is $? 2 "ddl-agent serve --option-names mpirun: exit 2"
+t_like "$T_TMP/err" "--option-names: 'mpirun' is not srun or ddlrun" "... naming the choices"
 t_run 10 "$DDLRUN" -n 4 --nodes 2 --spares 1 true
 t_is $? 2 "--spares without --emulate is refused (exit 2)"
 t_like "$T_TMP/err" "--spares needs --emulate" "... saying what it needs"

@@ -26,7 +26,8 @@ static int args_eq(const ddl_agent_args_t *x, const ddl_agent_args_t *y)
            x->exit_when_done == y->exit_when_done && x->heartbeat_ms == y->heartbeat_ms &&
            x->supervise == y->supervise && x->restarts == y->restarts &&
            x->crash_loop == y->crash_loop && x->node_timeout_ms == y->node_timeout_ms &&
-           x->spares == y->spares && x->min_nodes == y->min_nodes && str_eq(x->host, y->host);
+           x->spares == y->spares && x->min_nodes == y->min_nodes && str_eq(x->host, y->host) &&
+           x->ddlrun_names == y->ddlrun_names;
 }
 
 /* round_trip: build, parse (after "ddl-agent"), compare. */
@@ -160,6 +161,8 @@ int main(void)
     a.spares = 0;
     a.min_nodes = 0;
     round_trip(&a, "supervised, no restarts");
+    a.ddlrun_names = 1;
+    round_trip(&a, "supervised, reports naming ddlrun's options (--option-names ddlrun)");
     a = single();
     a.restarts = DDL_MAX_RESTARTS;
     a.node_timeout_ms = DDL_NODE_TIMEOUT_MAX_MS;

@@ -101,6 +101,36 @@ static void test_crash_loop(void)
     ok(d.restart, "without a checkpoint directory the guard is off");
 }
 
+/* test_names: the reasons name srun's options, or ddlrun's, and say how
+ * far the budget and the crash loop went. */
+static void test_names(void)
+{
+    ddl_policy_cfg_t cfg = {.restarts = 2, .crash_loop = 1, .have_ckpt_dir = 1};
+    ddl_policy_state_t st;
+    ddl_decision_t d;
+    ddl_policy_init(&st, 2, -1);
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_EXIT, EXITED(1), -1, 0, &d);
+    is_str(d.why, "the restarts allowed (--ddl-restarts) are spent (2 of 2 used)",
+           "srun's names: the budget spent, with how much of it");
+    cfg.ddlrun_names = 1;
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_EXIT, EXITED(1), -1, 0, &d);
+    is_str(d.why, "the restarts allowed (--restarts) are spent (2 of 2 used)", "ddlrun's names");
+    cfg.restarts = 0;
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_EXIT, EXITED(1), -1, 0, &d);
+    is_str(d.why, "no restart allowed (--restarts 0)", "ddlrun's names: no restart allowed");
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_NODE, 0, -1, 0, &d);
+    ok(strstr(d.why, "(no spare node: --spares, --min-nodes)") != NULL,
+       "ddlrun's names: a lost node without spares");
+    cfg.restarts = 10;
+    ddl_policy_init(&st, 0, 7);
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_EXIT, EXITED(1), 7, 0, &d);
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_EXIT, EXITED(1), 7, 0, &d);
+    is_str(d.why, "failures in a row without a new checkpoint: a crash loop (do not requeue): "
+                  "2 failures in a row, the latest checkpoint: step 7",
+           "a crash loop says how many failures in a row, and the latest checkpoint");
+    is(d.code, DDL_EXIT_CRASH_LOOP, "... exit status %d", DDL_EXIT_CRASH_LOOP);
+}
+
 static void test_prefer(void)
 {
     ok(ddl_policy_prefer(DDL_FAIL_NODE, 0, DDL_FAIL_WORKER_SIGNAL, KILLED(9)),
@@ -120,6 +150,7 @@ int main(void)
     test_no_restarts();
     test_nodes();
     test_crash_loop();
+    test_names();
     test_prefer();
     return done_testing();
 }
