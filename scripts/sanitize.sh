@@ -16,4 +16,8 @@ export LSAN_OPTIONS="suppressions=$top/tests/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # the slow unwinder sees through frames of unloaded hwloc plugins
 export ASAN_OPTIONS="fast_unwind_on_malloc=0"
+# the sanitizers slow programs down about 3x: tests with short time limits
+# (a 2 s hang timeout that must not expire before the first collective)
+# scale them by this factor
+export DDL_TEST_TIME_SCALE=3
 make check "$@"

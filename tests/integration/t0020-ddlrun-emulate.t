@@ -120,7 +120,10 @@ t_like "$T_TMP/sum" '"rank": 2, "node": 1, "host": "node1", "class": "worker-sig
 clean kill
 
 # --- 2. SIGSTOP --------------------------------------------------------------------
-train hang --spares 1 --hang-timeout 2
+# Workers must reach their first collective within the hang timeout: 2 s,
+# times DDL_TEST_TIME_SCALE under a slow build (scripts/sanitize.sh sets 3).
+HANG_S=$((2 * ${DDL_TEST_TIME_SCALE:-1}))
+train hang --spares 1 --hang-timeout $HANG_S
 t_wait_file "$ck/latest" 120
 p=$(victim 1)
 t_ok $([ -n "$p" ]; echo $?) "hang: rank 1's worker stopped after the first checkpoint: pid ${p:-?}"
@@ -128,7 +131,7 @@ t_ok $([ -n "$p" ]; echo $?) "hang: rank 1's worker stopped after the first chec
 wait $run
 t_status $? 0 "... the step finishes (exit 0)" "$T_TMP/hang.err"
 t_is "$(crc hang)" "$want" "... with the weights of the baseline"
-t_like "$T_TMP/hang.err" "rank 1 on node 0 \(node0\): worker $p hung: nothing heard for [0-9.]+ s \(hang timeout 2.0 s\); .*now stopped \(state T" \
+t_like "$T_TMP/hang.err" "rank 1 on node 0 \(node0\): worker $p hung: nothing heard for [0-9.]+ s \(hang timeout $HANG_S.0 s\); .*now stopped \(state T" \
     "... named as hung, with what it was doing"
 clean hang
 

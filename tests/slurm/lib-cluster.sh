@@ -46,6 +46,21 @@ cl_init() {
     export SLURM_CONF="$CL_DIR/slurm.conf"
     # Each node's agents put their sockets in the node's own /tmp.
     unset DDL_RUNTIME_DIR
+    cl_sanitizer_runtime
+}
+
+# cl_sanitizer_runtime: a plugin built with --enable-sanitizers is loaded
+# by srun, slurmd and slurmstepd, which are not: the ASan and UBSan runtimes
+# must come first in those processes (LD_PRELOAD, inherited by the cluster's
+# daemons and, through srun, by the tasks).  Slurm's own allocations are
+# not ddl's leaks: leak checking is off there (the tests outside the cluster
+# check ddl's).
+cl_sanitizer_runtime() {
+    san=$(ldd "$PLUGIN" 2>/dev/null | awk '/lib(asan|ubsan)\.so/ {printf "%s%s", sep, $3; sep = ":"}')
+    [ -n "$san" ] || return 0
+    export LD_PRELOAD="$san${LD_PRELOAD:+:$LD_PRELOAD}"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+    t_diag "sanitizer build: $san preloaded into srun and the cluster's daemons, leak checks off there"
 }
 
 cl_plugstack() {
