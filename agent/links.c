@@ -26,17 +26,8 @@
  * address may hold). */
 int hostport_ok(const char *s)
 {
-    char ip[INET_ADDRSTRLEN];
-    struct in_addr in;
-    if (!s || !*s)
-        return 1;
-    const char *colon = strrchr(s, ':');
-    if (!colon || colon == s || (size_t)(colon - s) >= sizeof ip)
-        return 0;
-    memcpy(ip, s, (size_t)(colon - s));
-    ip[colon - s] = '\0';
-    long port;
-    return inet_pton(AF_INET, ip, &in) == 1 && ddl_parse_long(colon + 1, 1, 65535, &port) == 0;
+    struct sockaddr_in sa;
+    return !s || !*s || ddl_hostport_parse(s, &sa) == 0;
 }
 
 /* beat: this agent's PEER_BEAT (points into a). */

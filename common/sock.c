@@ -141,8 +141,7 @@ int ddl_tcp_listen(const char *ip, uint16_t *port, ddl_error_t *err)
     return fd;
 }
 
-/* parse_hostport: "a.b.c.d:port" into sa. */
-static int parse_hostport(const char *hp, struct sockaddr_in *sa)
+int ddl_hostport_parse(const char *hp, struct sockaddr_in *sa)
 {
     char host[INET_ADDRSTRLEN];
     const char *colon = strrchr(hp, ':');
@@ -161,7 +160,7 @@ static int parse_hostport(const char *hp, struct sockaddr_in *sa)
 int ddl_tcp_connect(const char *hostport, int timeout_ms, ddl_error_t *err)
 {
     struct sockaddr_in sa;
-    if (parse_hostport(hostport, &sa) < 0) {
+    if (ddl_hostport_parse(hostport, &sa) < 0) {
         errno = EINVAL;
         return ddl_errprintf(err, "'%s' is not an IPv4 address and port (like 10.0.0.1:4000)",
                              hostport);

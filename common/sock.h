@@ -34,6 +34,11 @@ int ddl_sock_peer_allowed(uid_t uid, uid_t owner);
  * an ephemeral port, close-on-exec; the port chosen goes to *port. */
 int ddl_tcp_listen(const char *ip, uint16_t *port, ddl_error_t *err);
 
+/* ddl_hostport_parse: "a.b.c.d:port" (port 1-65535) into sa.  0, or -1
+ * if hp is not of that form. */
+struct sockaddr_in;
+int ddl_hostport_parse(const char *hp, struct sockaddr_in *sa);
+
 /* ddl_tcp_connect: connect to "IPv4:port", close-on-exec, blocking,
  * TCP_NODELAY.  Retries ECONNREFUSED/ETIMEDOUT/EHOSTUNREACH until timeout_ms
  * has passed (0: one try).  EINVAL for an address that is not IPv4:port. */
