@@ -14,6 +14,10 @@ CONF="$T_TMP/ddl.conf"
 
 [ -f "$PLUGIN" ] || t_skip_all "spank_ddl.so not built (configure found no slurm/spank.h)"
 
+# One namespace cluster at a time on a host (one bridge, ddlbr0).
+. "$top_srcdir/tests/slurm/lib-cluster.sh"
+cl_prepare
+
 # The cluster reads plugstack.conf when it starts steps, srun at each
 # invocation: both exist before the cluster starts.
 printf 'max_restarts = 5\ncheckpoint_roots = {"/var/tmp"}\n' >"$CONF"

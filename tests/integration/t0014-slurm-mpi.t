@@ -31,7 +31,7 @@ RANKS=6
 
 # One namespace cluster at a time on a host (one bridge, ddlbr0).
 . "$top_srcdir/tests/slurm/lib-cluster.sh"
-cl_wait_bridge
+cl_prepare
 
 # The plugin exactly as in t0010: a plugstack.conf and a valid ddl.conf,
 # both in place before the cluster starts.

@@ -68,7 +68,7 @@ fi
 
 # One namespace cluster at a time on a host (one bridge, ddlbr0).
 . "$top_srcdir/tests/slurm/lib-cluster.sh"
-cl_wait_bridge
+cl_prepare
 
 # The plugin as in t0010, told where this build's ddl-launch is; both files
 # exist before the cluster starts.

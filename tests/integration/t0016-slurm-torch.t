@@ -54,7 +54,7 @@ ref=$(hashes | head -n 1)
 
 # One namespace cluster at a time on a host (one bridge, ddlbr0).
 . "$top_srcdir/tests/slurm/lib-cluster.sh"
-cl_wait_bridge
+cl_prepare
 
 # The plugin as in t0010, told where this build's ddl-launch is; both files
 # exist before the cluster starts.

@@ -33,6 +33,13 @@ cl_wait_bridge() {
     done
 }
 
+# cl_prepare: for tests that start cluster.sh themselves (PLUGIN set): wait
+# for the bridge and preload the sanitizer runtimes when the plugin needs them.
+cl_prepare() {
+    cl_wait_bridge
+    cl_sanitizer_runtime
+}
+
 cl_init() {
     CL_DIR=$1
     CL_NODES=$2
@@ -50,17 +57,28 @@ cl_init() {
 }
 
 # cl_sanitizer_runtime: a plugin built with --enable-sanitizers is loaded
-# by srun, slurmd and slurmstepd, which are not: the ASan and UBSan runtimes
-# must come first in those processes (LD_PRELOAD, inherited by the cluster's
-# daemons and, through srun, by the tasks).  Slurm's own allocations are
-# not ddl's leaks: leak checking is off there (the tests outside the cluster
-# check ddl's).
+# by srun, sbatch, salloc, slurmd and slurmstepd, which are not: the ASan and
+# UBSan runtimes must come first in those processes.  Only there: the test
+# shell and its tools (sed, pkill...) run without them (a preloaded ASan in
+# pkill was seen to deadlock).  DDL_SAN_PRELOAD tells cluster.sh to start the
+# daemons with the runtimes; srun, sbatch and salloc are wrapped in
+# $T_TMP/san-bin, first in PATH; the tasks inherit the runtimes from srun.
+# Slurm's own allocations are not ddl's leaks: leak checking is off there
+# (the tests outside the cluster check ddl's).
 cl_sanitizer_runtime() {
     san=$(ldd "$PLUGIN" 2>/dev/null | awk '/lib(asan|ubsan)\.so/ {printf "%s%s", sep, $3; sep = ":"}')
     [ -n "$san" ] || return 0
-    export LD_PRELOAD="$san${LD_PRELOAD:+:$LD_PRELOAD}"
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-    t_diag "sanitizer build: $san preloaded into srun and the cluster's daemons, leak checks off there"
+    export DDL_SAN_PRELOAD="$san"
+    export DDL_SAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+    mkdir -p "$T_TMP/san-bin"
+    for tool in srun sbatch salloc; do
+        real=$(command -v "$tool") || continue
+        printf '#!/bin/sh\nLD_PRELOAD="%s${LD_PRELOAD:+:$LD_PRELOAD}" ASAN_OPTIONS="%s" exec %s "$@"\n' \
+            "$san" "$DDL_SAN_OPTIONS" "$real" >"$T_TMP/san-bin/$tool"
+        chmod 755 "$T_TMP/san-bin/$tool"
+    done
+    export PATH="$T_TMP/san-bin:$PATH"
+    t_diag "sanitizer build: $san preloaded into srun/sbatch/salloc and the cluster's daemons, leak checks off there"
 }
 
 cl_plugstack() {
