@@ -74,7 +74,7 @@ struct ddl_gradx {
     size_t open_bytes;
     int npushed, nwaited, nposted;
     int *log_layers, *log_ops, nlog; /* this step's posts */
-    double gemm_mflops;              /* the slowest rank's, from the commit */
+    double gemm_mflops;              /* the slowest rank's GEMM: 1e6 flops per us */
     ddl_gradx_stats_t stats;
 };
 
@@ -334,7 +334,7 @@ ddl_status_t ddl_gradx_commit(ddl_gradx_t *gx)
                   "sent; GEMM %.1f GFLOP/s",
                   i, l->rows, l->cols, l->max_batch, gx->comm->size,
                   l->sfb ? "factors" : "full matrix", why, t_full, full_b, t_sfb, sfb_b,
-                  gx->gemm_mflops * 1e-3);
+                  gx->gemm_mflops * 1e3);
     }
     gx->stats.model_bytes = model_bytes;
     gx->committed = 1;
