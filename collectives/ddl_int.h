@@ -54,6 +54,8 @@ struct ddl_request {
     ddl_status_t status;
     int detached;           /* freed by the engine on completion (under eng.mu) */
     char err[512];          /* the detail text of a failure */
+    double run_us;          /* how long the progress thread ran it */
+    uint64_t bytes_sent;    /* what this rank's transport sent meanwhile */
     struct ddl_request *next;
 };
 
@@ -161,6 +163,7 @@ static inline int ddl_world_of(const ddl_comm_t *comm, int r)
 static inline ddl_status_t ddl_tl_isend(ddl_comm_t *comm, int dst, const void *buf, size_t len,
                                         uint64_t tag, void **req)
 {
+    atomic_fetch_add_explicit(&comm->tl->bytes_sent, len, memory_order_relaxed);
     return comm->tl->ops->isend(comm->tl, ddl_world_of(comm, dst), buf, len, tag, req);
 }
 
@@ -494,6 +497,28 @@ static inline int ddl_gpu_execute(const ddl_opdesc_t *d, ddl_status_t *st)
 }
 static inline void ddl_gpu_stream_done(ddl_opdesc_t *d) { (void)d; }
 #endif
+
+/* ---- the gradient exchange (gradx.c) ----
+ * gradx.c is written against this backend, so that tests/unit/t_gradx
+ * runs it over the loopback transport: post queues a collective (*h: its
+ * handle), wait blocks until it completes and releases it (with its run
+ * time and the bytes sent in it, either may be NULL), release frees a
+ * handle not waited for (after an error); the two cost functions are the
+ * model's times in microseconds (select.c's in libddl). */
+typedef struct {
+    ddl_status_t (*post)(const ddl_opdesc_t *d, void **h);
+    ddl_status_t (*wait)(void *h, double *run_us, uint64_t *bytes);
+    void (*release)(void *h);
+    double (*allreduce_us)(const ddl_comm_t *comm, size_t bytes);
+    double (*allgather_us)(const ddl_comm_t *comm, size_t bytes_per_rank);
+} ddl_gradx_backend_t;
+/* ddl_gradx_create_with: ddl_gradx_create() over the backend be. */
+ddl_status_t ddl_gradx_create_with(ddl_comm_t *comm, ddl_op_t op, const ddl_gradx_backend_t *be,
+                                   ddl_gradx_t **gx);
+/* The cost model's time of the allreduce it would choose for bytes on
+ * comm, and of a ring allgather of bytes_per_rank (select.c). */
+double ddl_model_allreduce_us(const ddl_comm_t *comm, size_t bytes);
+double ddl_model_allgather_us(const ddl_comm_t *comm, size_t bytes_per_rank);
 
 /* ---- checkpoints (checkpoint.c) ---- */
 /* ddl_ckpt_finish_pending: commit the pending async checkpoint, if any (as

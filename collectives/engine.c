@@ -21,6 +21,14 @@
 
 #define ENG ddl_ctx.eng
 
+/* run_clock_us: the monotonic clock, for the requests' run times. */
+static double run_clock_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
 static void complete(ddl_request_t *r, ddl_status_t st)
 {
     r->status = st;
@@ -44,7 +52,13 @@ static void *progress_main(void *arg)
         pthread_mutex_unlock(&ENG.mu);
 
         ddl_clear_error();
+        ddl_tl_t *tl = r->d.comm->tl;
+        uint64_t b0 = tl ? atomic_load_explicit(&tl->bytes_sent, memory_order_relaxed) : 0;
+        double t0 = run_clock_us();
         ddl_status_t st = ddl_execute(&r->d);
+        r->run_us = run_clock_us() - t0;
+        r->bytes_sent =
+            tl ? atomic_load_explicit(&tl->bytes_sent, memory_order_relaxed) - b0 : 0;
 
         pthread_mutex_lock(&ENG.mu);
         ENG.head = r->next;
@@ -215,4 +229,46 @@ void ddl_request_free(ddl_request_t *req)
     pthread_mutex_unlock(&ENG.mu);
     if (done)
         free(req);
+}
+
+/* ---- the gradient exchange's backend: this engine and select.c's model ---- */
+
+static ddl_status_t gx_post(const ddl_opdesc_t *d, void **h)
+{
+    ddl_request_t *r = NULL;
+    ddl_status_t st;
+    if (d->kind == DDL_OPK_ALLGATHER)
+        st = ddl_iallgather(d->comm, d->sendbuf, d->recvbuf, d->count, d->dtype, &r);
+    else
+        st = ddl_iallreduce(d->comm, d->sendbuf, d->recvbuf, d->count, d->dtype, d->op, &r);
+    *h = r;
+    return st;
+}
+
+static ddl_status_t gx_wait(void *h, double *run_us, uint64_t *bytes)
+{
+    ddl_request_t *r = h;
+    ddl_status_t st = ddl_wait(r, -1);
+    if (run_us)
+        *run_us = r->run_us;
+    if (bytes)
+        *bytes = r->bytes_sent;
+    ddl_request_free(r);
+    return st;
+}
+
+static void gx_release(void *h)
+{
+    ddl_request_free(h);
+}
+
+ddl_status_t ddl_gradx_create(ddl_comm_t *comm, ddl_op_t op, ddl_gradx_t **gx)
+{
+    static const ddl_gradx_backend_t be = {gx_post, gx_wait, gx_release, ddl_model_allreduce_us,
+                                           ddl_model_allgather_us};
+    if (gx)
+        *gx = NULL;
+    if (!ddl_ctx.initialized)
+        return ddl_fail(DDL_ERR_NOT_INITIALIZED, "ddl_gradx_create: call ddl_init() first");
+    return ddl_gradx_create_with(comm, op, &be, gx);
 }

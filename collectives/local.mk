@@ -23,8 +23,15 @@ collectives_libddlalgo_la_SOURCES = \
     collectives/allreduce_hier.c \
     collectives/bcast_binomial.c \
     collectives/bcast_chain.c \
-    collectives/barrier_dissemination.c
+    collectives/barrier_dissemination.c \
+    collectives/gradx.c
 collectives_libddlalgo_la_CPPFLAGS = $(DDL_NOUCX_CPPFLAGS)
+# The gradient exchange rebuilds gradients from factors with OpenBLAS's
+# cblas_sgemm when configure finds it (else a plain loop).
+if HAVE_BLAS
+collectives_libddlalgo_la_CPPFLAGS += $(BLAS_CFLAGS)
+collectives_libddlalgo_la_LIBADD = $(BLAS_LIBS)
+endif
 # The UCX transport.
 noinst_LTLIBRARIES += collectives/libddlucx.la
 collectives_libddlucx_la_SOURCES = collectives/ucx.c
@@ -43,7 +50,7 @@ collectives_libddl_la_CFLAGS = $(AM_CFLAGS)
 collectives_libddl_la_LIBADD = collectives/libddlalgo.la collectives/libddlucx.la \
     collectives/libddlreduce.la common/libddlcommon.la $(UCX_LIBS) $(PTHREAD_LIBS) -lm
 collectives_libddl_la_LDFLAGS = $(AM_LDFLAGS) -version-info $(DDL_LT_VERSION) \
-    -export-symbols-regex '^ddl_(init|finalize|rank|size|local_rank|local_size|node_id|num_nodes|comm_world|comm_node|comm_cross|comm_split|comm_free|comm_rank|comm_size|comm_abort|mem_register|mem_deregister|mem_alloc|mem_free|gpu_count|heartbeat|i?allreduce|i?bcast|i(allreduce|bcast|reduce_scatter|allgather)_stream|i?barrier|i?reduce_scatter|i?allgather|i?reduce|test|wait|request_free|status_str|last_error|dtype_size|ckpt_(begin|write|commit|wait|abort|latest|read|cleanup))$$'
+    -export-symbols-regex '^ddl_(init|finalize|rank|size|local_rank|local_size|node_id|num_nodes|comm_world|comm_node|comm_cross|comm_split|comm_free|comm_rank|comm_size|comm_abort|mem_register|mem_deregister|mem_alloc|mem_free|gpu_count|heartbeat|i?allreduce|i?bcast|i(allreduce|bcast|reduce_scatter|allgather)_stream|i?barrier|i?reduce_scatter|i?allgather|i?reduce|test|wait|request_free|status_str|last_error|dtype_size|ckpt_(begin|write|commit|wait|abort|latest|read|cleanup)|gradx_(create|add_layer|add_fc|commit|layer_sfb|push|push_factors|wait|stats|posts|free))$$'
 include_HEADERS = collectives/include/ddl.h
 nodist_include_HEADERS = collectives/include/ddl_version.h
 EXTRA_DIST += collectives/README.md

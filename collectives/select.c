@@ -302,6 +302,27 @@ static costs_t model_costs(const ddl_comm_t *comm, size_t bytes)
     return c;
 }
 
+double ddl_model_allreduce_us(const ddl_comm_t *comm, size_t bytes)
+{
+    if (comm->size < 2)
+        return 0;
+    costs_t c = model_costs(comm, bytes);
+    double best = c.t[DDL_ALGO_RING];
+    for (int i = DDL_ALGO_RING; i <= DDL_ALGO_HIER; i++)
+        best = fmin(best, c.t[i]);
+    return best;
+}
+
+/* The ring allgather: p-1 steps of one block each. */
+double ddl_model_allgather_us(const ddl_comm_t *comm, size_t bytes_per_rank)
+{
+    const int inter = comm_spans_nodes(comm);
+    const double a = inter ? model.a_inter : model.a_intra;
+    const double b = inter ? fmax(model.b_inter, model.b_intra) : model.b_intra;
+    const double segs = fmax(1, ceil((double)bytes_per_rank / (double)ddl_tune.seg_bytes));
+    return (comm->size - 1) * (a * segs + (double)bytes_per_rank * b);
+}
+
 ddl_algo_t ddl_allreduce_select(const ddl_comm_t *comm, size_t bytes)
 {
     ddl_algo_t a = forced;

@@ -20,6 +20,7 @@
 #ifndef DDL_TRANSPORT_H
 #define DDL_TRANSPORT_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -68,6 +69,10 @@ struct ddl_tl {
      * above can report liveness and notice that the world must abort; NULL
      * for none.  The transport never calls up into libddl otherwise. */
     void (*idle)(void);
+    /* bytes_sent: the payload bytes of every send posted through
+     * ddl_tl_isend (ddl_int.h), counted for the gradient exchange's
+     * statistics (gradx.c); any thread may read it. */
+    atomic_ullong bytes_sent;
 };
 
 #endif

@@ -80,6 +80,9 @@
 #define DDL_PIPELINE_MAX_BYTES 1073741824
 #define DDL_SEGMENT_BYTES_DEFAULT 131072
 #define DDL_GPU_CHUNK_BYTES_DEFAULT 4194304
+/* The gradient exchange's fusion buckets (DDL_FUSION_BYTES, 0 to 1 GiB;
+ * the default measured, see docs/benchmarks.md). */
+#define DDL_FUSION_BYTES_DEFAULT 1048576
 #define DDL_RING_WINDOW_MAX 16
 #define DDL_RING_WINDOW_DEFAULT 4
 

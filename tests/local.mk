@@ -30,6 +30,17 @@ tests_unit_t_algos_SOURCES = tests/unit/t_algos.c collectives/transport_loopback
 tests_unit_t_algos_CPPFLAGS = $(DDL_NOUCX_CPPFLAGS) -I$(top_srcdir)/collectives
 tests_unit_t_algos_LDADD = collectives/libddlalgo.la collectives/libddlreduce.la \
                            common/libddlcommon.la $(PTHREAD_LIBS) -lm
+# t_gradx: the gradient exchange over the loopback transport
+check_PROGRAMS += tests/unit/t_gradx
+TESTS += tests/unit/t_gradx
+tests_unit_t_gradx_SOURCES = tests/unit/t_gradx.c collectives/transport_loopback.c \
+                             collectives/transport_loopback.h tests/tap.h
+tests_unit_t_gradx_CPPFLAGS = $(DDL_NOUCX_CPPFLAGS) -I$(top_srcdir)/collectives
+tests_unit_t_gradx_LDADD = collectives/libddlalgo.la collectives/libddlreduce.la \
+                           common/libddlcommon.la $(PTHREAD_LIBS) -lm
+if HAVE_BLAS
+tests_unit_t_gradx_CPPFLAGS += $(BLAS_CFLAGS)
+endif
 tests_unit_t_api_SOURCES = tests/unit/t_api.c tests/tap.h
 tests_unit_t_api_LDADD = collectives/libddl.la
 tests_helpers_nb_check_SOURCES = tests/helpers/nb-check.c tests/helpers/check.h
@@ -64,7 +75,8 @@ INTEGRATION_TESTS = \
     tests/integration/t0020-ddlrun-emulate.t \
     tests/integration/t0023-deps.t \
     tests/integration/t0024-limits.t \
-    tests/integration/t0026-ddlrun-abort.t
+    tests/integration/t0026-ddlrun-abort.t \
+    tests/integration/t0027-gradx.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh
 

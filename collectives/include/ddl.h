@@ -403,6 +403,168 @@ ddl_status_t ddl_mem_free(ddl_mem_t *mem);
  * DDL_OK, or DDL_ERR_INVALID for NULL. */
 ddl_status_t ddl_comm_abort(ddl_comm_t *comm, const char *reason);
 
+/* ---- gradient exchange (wait-free backpropagation, fusion, SFB) ----
+ *
+ * A data-parallel training step sums (or averages) every layer's gradient
+ * over the ranks.  The exchange does it layer by layer while backward runs:
+ *
+ *     ddl_gradx_t *gx;
+ *     ddl_gradx_create(comm, DDL_SUM, &gx);          once
+ *     ddl_gradx_add_fc(gx, 784, 1024, 32, DDL_GRADX_AUTO, &w1);
+ *     ddl_gradx_add_layer(gx, 1024, &b1);           in forward order
+ *     ...
+ *     ddl_gradx_commit(gx);                          collective, once
+ *     each step, during backward (last layer first):
+ *         ddl_gradx_push(gx, b2, grad_b2);           or, for an FC layer,
+ *         ddl_gradx_push_factors(gx, w2, acts, deltas, rows_here, grad_w2);
+ *     then in the optimizer (first layer first):
+ *         ddl_gradx_wait(gx, w1); update layer 1 ...
+ *
+ * Layers are float32 buffers, numbered 0, 1, ... in the order they are
+ * registered, which must be the order the forward pass needs them: that is
+ * their priority (layer 0 first).  Every rank registers the same layers and
+ * calls push and wait in the same order (ddl_gradx_commit checks the
+ * registrations; a different order of pushes is not detected and may hang
+ * or mix layers up).  A step is one push and one wait of every layer; the
+ * next push after the step's last wait starts the next step.
+ *
+ * Fusion: a gradient smaller than DDL_FUSION_BYTES (default 1 MiB, 0: no
+ * fusion) is copied into the open bucket, which is allreduced as one
+ * operation once it holds that many bytes, or at the step's last push, or
+ * when a wait needs one of its layers.  A larger gradient is allreduced in
+ * place on its own.  Priority: a bucket's layers lie in registration order,
+ * and when one push makes several operations ready (the step's last push
+ * closes the open bucket too), the one holding the lowest-numbered layer is
+ * posted first.  Once posted, operations run in posting order on the
+ * progress thread (every rank must post the same sequence), so a posted
+ * bucket is never overtaken.  A gradient's result is bit-identical to one
+ * ddl_allreduce() of that layer when it travels alone (a large layer, or
+ * DDL_FUSION_BYTES=0); in a fused bucket an element may be summed in
+ * another order than in a call of its own, so its last bits may differ
+ * from that call's (never between ranks).
+ *
+ * Sufficient factors (SFB): the gradient of a fully connected layer
+ * registered with a shape rows x cols is A^T D, summed over the batch,
+ * with A (b x rows) the layer's input activations and D (b x cols) the
+ * deltas of its outputs for the b samples of this rank.  For such a layer
+ * the program hands over A and D instead; ddl_gradx_commit() decides per
+ * layer whether the factors travel (an allgather of max_batch (rows + cols)
+ * values per rank, then every rank computes the summed gradient with one
+ * GEMM over all ranks' factors in rank order: the same bits on every rank)
+ * or the full matrix (the factors' product A^T D computed here, then the
+ * allreduce): by a cost model of both (bytes and flops, from the link
+ * parameters ddl_init() measures and a GEMM timed at commit; see
+ * docs/libddl.md), unless the layer's mode or DDL_SFB=on|off fixes it.
+ *
+ * Threads: one ddl_gradx_t is used by one thread at a time (the training
+ * thread); different ones may be used by different threads.  Buffers stay
+ * owned by the caller.  Errors of an operation (DDL_ERR_ABORTED after
+ * ddl_comm_abort() on any thread, transport errors) surface at the wait of
+ * each layer it carried; after an error the step is lost and the exchange
+ * only accepts ddl_gradx_free().
+ */
+
+/* An exchange.  Opaque; owned by the caller (ddl_gradx_free()). */
+typedef struct ddl_gradx ddl_gradx_t;
+
+/* How a fully connected layer's gradient travels. */
+typedef enum {
+    DDL_GRADX_AUTO = 0, /* DDL_SFB decides: auto (the cost model), on, off */
+    DDL_GRADX_FULL = 1, /* the full matrix, allreduced */
+    DDL_GRADX_SFB = 2,  /* the sufficient factors, allgathered */
+} ddl_gradx_mode_t;
+
+/* Counters of an exchange since ddl_gradx_create(). */
+typedef struct {
+    uint64_t steps;        /* steps completed (every layer waited for) */
+    uint64_t operations;   /* allreduces and allgathers posted */
+    uint64_t bytes_sent;   /* payload bytes this rank's transport sent in them */
+    uint64_t model_bytes;  /* what the cost model predicts they send, per step */
+    double comm_us;        /* time the progress thread spent running them */
+    double exposed_us;     /* time the caller spent blocked in ddl_gradx_wait() */
+    double rebuild_us;     /* of which: GEMMs rebuilding gradients from factors */
+} ddl_gradx_stats_t;
+
+/* ddl_gradx_create: a new exchange over comm, reducing with op (DDL_SUM or
+ * DDL_AVG).  Local; reads DDL_FUSION_BYTES and DDL_SFB.  Returns DDL_OK with
+ * *gx owned by the caller; DDL_ERR_NOT_INITIALIZED; DDL_ERR_INVALID (NULL
+ * arguments, another op, a bad DDL_FUSION_BYTES or DDL_SFB); DDL_ERR_NOMEM. */
+ddl_status_t ddl_gradx_create(ddl_comm_t *comm, ddl_op_t op, ddl_gradx_t **gx);
+
+/* ddl_gradx_add_layer: register the next layer: a gradient of count
+ * float32 values (count > 0).  Local, before ddl_gradx_commit().  *layer
+ * (may be NULL) receives its number.  Returns DDL_OK; DDL_ERR_INVALID
+ * (NULL gx, count 0, after the commit); DDL_ERR_NOMEM. */
+ddl_status_t ddl_gradx_add_layer(ddl_gradx_t *gx, size_t count, int *layer);
+
+/* ddl_gradx_add_fc: register the next layer as a fully connected one whose
+ * gradient is a rows x cols row-major matrix (rows: inputs, cols: outputs),
+ * at most max_batch samples per rank and step (the same on every rank:
+ * padding of the factors), travelling as mode says.  Local.  Returns DDL_OK;
+ * DDL_ERR_INVALID (a dimension < 1, rows * cols overflowing, an unknown
+ * mode, after the commit); DDL_ERR_NOMEM. */
+ddl_status_t ddl_gradx_add_fc(ddl_gradx_t *gx, int rows, int cols, int max_batch,
+                              ddl_gradx_mode_t mode, int *layer);
+
+/* ddl_gradx_commit: end the registration.  Collective and blocking over
+ * the exchange's communicator: checks that every rank registered the same
+ * layers (sizes, shapes, modes) with the same DDL_FUSION_BYTES and DDL_SFB,
+ * times a GEMM, and decides full matrix or factors for each FC layer (the
+ * same on every rank; logged at debug level).  Returns DDL_OK;
+ * DDL_ERR_INVALID (no layer, committed twice, registrations that differ
+ * between ranks: on every rank, with this rank's registration in the
+ * text); DDL_ERR_NOMEM; or the collective's errors (DDL_ERR_ABORTED ...). */
+ddl_status_t ddl_gradx_commit(ddl_gradx_t *gx);
+
+/* ddl_gradx_layer_sfb: 1 if layer's factors travel, 0 if its full matrix
+ * does, -1 for a bad layer or before the commit.  Programs that push
+ * factors only where they travel save the local GEMM elsewhere. */
+int ddl_gradx_layer_sfb(const ddl_gradx_t *gx, int layer);
+
+/* ddl_gradx_push: hand over layer's gradient (count float32 values in grad)
+ * once backward produced it; grad receives the result.  Non-blocking: the
+ * gradient is copied into a bucket or posted in place; grad must stay
+ * valid and untouched until ddl_gradx_wait() of that layer returns.
+ * Returns DDL_OK; DDL_ERR_INVALID (NULL arguments, a bad layer number,
+ * before the commit, the layer pushed twice in a step, a layer whose
+ * factors travel); DDL_ERR_NOMEM; a posting error. */
+ddl_status_t ddl_gradx_push(ddl_gradx_t *gx, int layer, float *grad);
+
+/* ddl_gradx_push_factors: hand over an FC layer's factors for the batch
+ * samples of this rank (0 <= batch <= max_batch): a (batch x rows) and d
+ * (batch x cols), row-major; grad (rows x cols) receives the summed
+ * gradient.  The factors are copied before it returns; grad must stay
+ * valid until the layer's wait.  When the layer's full matrix travels
+ * (ddl_gradx_layer_sfb() == 0), its gradient a^T d is computed into grad
+ * here and pushed as by ddl_gradx_push().  Returns DDL_OK; DDL_ERR_INVALID
+ * (NULL arguments, a layer registered without a shape, batch out of range,
+ * pushed twice); DDL_ERR_NOMEM; a posting error. */
+ddl_status_t ddl_gradx_push_factors(ddl_gradx_t *gx, int layer, const float *a, const float *d,
+                                    int batch, float *grad);
+
+/* ddl_gradx_wait: block until layer's summed (or averaged) gradient is in
+ * the buffer its push gave (posting the open bucket first if it holds the
+ * layer; rebuilding it from the factors if they travelled).  Returns
+ * DDL_OK; DDL_ERR_INVALID (a layer not pushed in this step); the error of
+ * its operation (DDL_ERR_ABORTED ...), after which the exchange is unusable. */
+ddl_status_t ddl_gradx_wait(ddl_gradx_t *gx, int layer);
+
+/* ddl_gradx_stats: copy the counters into *st.  Never blocks.  Returns
+ * DDL_OK or DDL_ERR_INVALID for NULL. */
+ddl_status_t ddl_gradx_stats(const ddl_gradx_t *gx, ddl_gradx_stats_t *st);
+
+/* ddl_gradx_posts: the operations of the current step so far (or of the
+ * last one, between steps), in posting order, as layer numbers: layers[i]
+ * is the i-th layer carried and ops[i] the operation (0, 1, ...) that
+ * carried it, for i < *n (at most cap entries written).  For tests and
+ * tuning.  Returns DDL_OK or DDL_ERR_INVALID for NULL arguments. */
+ddl_status_t ddl_gradx_posts(const ddl_gradx_t *gx, int *layers, int *ops, int cap, int *n);
+
+/* ddl_gradx_free: release the exchange, first waiting for the operations it
+ * posted (blocking; an aborted communicator ends them at once).  Accepts
+ * NULL. */
+void ddl_gradx_free(ddl_gradx_t *gx);
+
 /* ---- checkpoints ----
  *
  * A checkpoint is one step's state, saved by every rank of a communicator

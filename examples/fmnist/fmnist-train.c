@@ -11,6 +11,13 @@
  * rank's weights.  Run it with `ddlrun -n 4 examples/fmnist/fmnist-train`,
  * or alone as a world of one rank; see examples/fmnist/README.md.
  *
+ * With --hidden LIST the MLP has several hidden layers (784-1024-1024-512-10
+ * ...); with --overlap 1 or --comm sfb|auto the gradient travels through
+ * libddl's gradient exchange (ddl_gradx_*): each layer's gradient is handed
+ * over as soon as backward has it, fully connected layers possibly as
+ * sufficient factors, and the update of each layer waits only for its own
+ * (see the "exchange" section below).
+ *
  * With --device cuda (fmnist-train-cuda, this file built with FMNIST_CUDA
  * when configure finds nvcc and cuBLAS), the same model trains on each rank's GPU: parameters,
  * gradient and activations in device memory (fmnist_cuda.cu), the gradient
@@ -47,14 +54,44 @@ extern void openblas_set_num_threads(int num_threads);
 #define N_HID 256
 #define N_OUT 10
 
-/* All parameters (and all gradients) live in one flat float buffer, so that
- * one allreduce moves the whole gradient: W1 [N_IN x N_HID], b1 [N_HID],
- * W2 [N_HID x N_OUT], b2 [N_OUT], each matrix row-major. */
-#define OFF_W1 0
-#define OFF_B1 (OFF_W1 + N_IN * N_HID)
-#define OFF_W2 (OFF_B1 + N_HID)
-#define OFF_B2 (OFF_W2 + N_HID * N_OUT)
-#define N_PARAMS (OFF_B2 + N_OUT)
+#define MAX_HIDDEN 8 /* hidden layers of --hidden */
+#define MAX_WIDTH 8192
+
+/* The model: dim[0] = N_IN inputs, dim[1..nl-1] hidden widths, dim[nl] =
+ * N_OUT; layer l maps dim[l] to dim[l+1].  All parameters (and all
+ * gradients) live in one flat float buffer, so that one allreduce can move
+ * the whole gradient: W_l [dim[l] x dim[l+1]] row-major at off_w[l], then
+ * b_l [dim[l+1]] at off_b[l], layer after layer (784-256-10 by default:
+ * W1, b1, W2, b2). */
+typedef struct {
+    int nl; /* weight layers: hidden layers + 1 */
+    int dim[MAX_HIDDEN + 2];
+    size_t off_w[MAX_HIDDEN + 1], off_b[MAX_HIDDEN + 1];
+    size_t n_params;
+    int max_width; /* widest hidden layer */
+} net_t;
+static net_t net;
+#define N_PARAMS (net.n_params)
+
+static void net_init(const int *hidden, int nh)
+{
+    net.nl = nh + 1;
+    net.dim[0] = N_IN;
+    for (int i = 0; i < nh; i++)
+        net.dim[i + 1] = hidden[i];
+    net.dim[nh + 1] = N_OUT;
+    size_t off = 0;
+    net.max_width = 1;
+    for (int l = 0; l < net.nl; l++) {
+        net.off_w[l] = off;
+        off += (size_t)net.dim[l] * (size_t)net.dim[l + 1];
+        net.off_b[l] = off;
+        off += (size_t)net.dim[l + 1];
+        if (l > 0 && net.dim[l] > net.max_width)
+            net.max_width = net.dim[l];
+    }
+    net.n_params = off;
+}
 
 /* Inputs are standardised with the pixel mean and standard deviation of the
  * Fashion-MNIST training set (of pixel / 255), which lets plain SGD train
@@ -82,15 +119,22 @@ typedef struct {
     int ckpt_async;       /* --checkpoint-async: DDL_CKPT_ASYNC */
     const char *ckpt_dir; /* --checkpoint-dir, else $DDL_CHECKPOINT_DIR */
     int cuda;             /* --device cuda */
+    int hidden[MAX_HIDDEN]; /* --hidden */
+    int nhidden;
+    int comm;               /* --comm: COMM_FULL, COMM_SFB, COMM_AUTO */
+    int overlap;            /* --overlap 0|1 */
 } options_t;
+
+enum { COMM_FULL, COMM_SFB, COMM_AUTO };
+static const char *const comm_names[] = {"full", "sfb", "auto"};
 
 /* Per-rank scratch for a chunk of at most rows samples. */
 typedef struct {
     size_t rows;
-    float *x;  /* rows x N_IN: standardised inputs */
-    float *h;  /* rows x N_HID: hidden activations after ReLU */
-    float *z;  /* rows x N_OUT: logits, then their gradient */
-    float *dh; /* rows x N_HID: gradient of the hidden activations */
+    float *x;                   /* rows x N_IN: standardised inputs */
+    float *h[MAX_HIDDEN];       /* rows x dim[l+1]: hidden activations after ReLU */
+    float *z;                   /* rows x N_OUT: logits, then their gradient */
+    float *dh[MAX_HIDDEN];      /* rows x dim[l+1]: gradient of hidden layer l's outputs */
 } work_t;
 
 typedef struct {
@@ -152,7 +196,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: " PROG " [OPTION]...\n"
-            "Train a 784-256-10 MLP on Fashion-MNIST, data-parallel with libddl.\n"
+            "Train an MLP (784-256-10 by default) on Fashion-MNIST, data-parallel with\n"
+            "libddl.\n"
             "Run it under `ddlrun -n N` (or alone, as a world of one rank).\n"
             "\n"
             "  --data DIR       directory of the {train,t10k}-*-ubyte.gz files\n"
@@ -177,6 +222,15 @@ static void usage(FILE *f)
             "  --checkpoint-async\n"
             "                   write checkpoints in the background (libddl's async\n"
             "                   mode): training waits only for the copy\n"
+            "  --hidden LIST    the hidden layers' widths, comma-separated, 1..%d layers\n"
+            "                   of 1..%d (default 256; e.g. 1024,1024,512)\n"
+            "  --comm full|sfb|auto\n"
+            "                   how fully connected layers' gradients travel: the full\n"
+            "                   matrix (default), their sufficient factors, or per layer\n"
+            "                   as libddl's cost model decides (see DDL_SFB)\n"
+            "  --overlap 0|1    1: hand each layer's gradient to libddl's gradient\n"
+            "                   exchange as soon as backward has it, in the background;\n"
+            "                   0 (default): exchange after backward, blocking\n"
             "  --device cpu|cuda\n"
             "                   where to train: the CPU with OpenBLAS (default), or\n"
             "                   this rank's GPU with cuBLAS (exit 77 if there is none)\n"
@@ -184,7 +238,7 @@ static void usage(FILE *f)
             "\n"
             "Rank 0 prints one line per epoch; every rank prints the CRC-32 of its\n"
             "weights, and the program exits 1 if the replicas differ.\n",
-            MAX_EPOCHS, MAX_BATCH, MAX_TRAIN);
+            MAX_EPOCHS, MAX_BATCH, MAX_TRAIN, MAX_HIDDEN, MAX_WIDTH);
 }
 
 static void bad_option(const char *opt, const char *value, const char *range)
@@ -229,11 +283,33 @@ static uint64_t parse_seed_opt(const char *text)
     return (uint64_t)v;
 }
 
+/* parse_hidden: --hidden LIST, e.g. 1024,1024,512. */
+static void parse_hidden(const char *text, options_t *o)
+{
+    char range[96];
+    snprintf(range, sizeof range, "1..%d comma-separated widths of 1..%d", MAX_HIDDEN,
+             MAX_WIDTH);
+    const char *p = text;
+    o->nhidden = 0;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno != 0 || v < 1 || v > MAX_WIDTH || o->nhidden == MAX_HIDDEN ||
+            (*end != ',' && *end != '\0'))
+            bad_option("hidden", text, range);
+        o->hidden[o->nhidden++] = (int)v;
+        if (*end == '\0')
+            break;
+        p = end + 1;
+    }
+}
+
 static void parse_options(int argc, char **argv, options_t *o)
 {
     enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_SEED,
            OPT_LIMIT, OPT_CKPT_EVERY, OPT_CKPT_DIR, OPT_CKPT_ASYNC, OPT_DEVICE,
-           OPT_HELP };
+           OPT_HIDDEN, OPT_COMM, OPT_OVERLAP, OPT_HELP };
     static const struct option longopts[] = {
         {"data", required_argument, NULL, OPT_DATA},
         {"epochs", required_argument, NULL, OPT_EPOCHS},
@@ -246,6 +322,9 @@ static void parse_options(int argc, char **argv, options_t *o)
         {"checkpoint-dir", required_argument, NULL, OPT_CKPT_DIR},
         {"checkpoint-async", no_argument, NULL, OPT_CKPT_ASYNC},
         {"device", required_argument, NULL, OPT_DEVICE},
+        {"hidden", required_argument, NULL, OPT_HIDDEN},
+        {"comm", required_argument, NULL, OPT_COMM},
+        {"overlap", required_argument, NULL, OPT_OVERLAP},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -259,6 +338,8 @@ static void parse_options(int argc, char **argv, options_t *o)
         .epochs = 3,
         .limit = 0,
         .ckpt_dir = ckenv && *ckenv ? ckenv : NULL,
+        .hidden = {N_HID},
+        .nhidden = 1,
     };
     int c;
     opterr = 0; /* our own messages, below */
@@ -305,6 +386,20 @@ static void parse_options(int argc, char **argv, options_t *o)
                 die(2, "--device: '%s' is not cpu or cuda", optarg);
             o->cuda = !strcmp(optarg, "cuda");
             break;
+        case OPT_HIDDEN:
+            parse_hidden(optarg, o);
+            break;
+        case OPT_COMM:
+            o->comm = -1;
+            for (int i = 0; i < 3; i++)
+                if (!strcmp(optarg, comm_names[i]))
+                    o->comm = i;
+            if (o->comm < 0)
+                die(2, "--comm: '%s' is not full, sfb or auto", optarg);
+            break;
+        case OPT_OVERLAP:
+            o->overlap = (int)parse_long_opt("overlap", optarg, 0, 1);
+            break;
         case OPT_HELP:
             usage(stdout);
             exit(0);
@@ -322,6 +417,10 @@ static void parse_options(int argc, char **argv, options_t *o)
     if (o->ckpt_every && !o->ckpt_dir)
         die(2, "--checkpoint-every needs a directory: --checkpoint-dir DIR, or "
             "DDL_CHECKPOINT_DIR (ddlrun --checkpoint-dir sets it)");
+    if (o->cuda && (o->nhidden != 1 || o->hidden[0] != N_HID || o->comm != COMM_FULL ||
+                    o->overlap))
+        die(2, "--device cuda trains only the default model, with --hidden %d --comm full "
+            "--overlap 0", N_HID);
 #ifndef FMNIST_CUDA
     if (o->cuda)
         die(EXIT_NO_GPU, "--device cuda: this program is built without CUDA: run "
@@ -404,16 +503,17 @@ static double rng_gauss(uint64_t *s)
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-/* He initialisation: weights ~ N(0, 2 / fan_in), biases 0. */
+/* He initialisation: weights ~ N(0, 2 / fan_in), biases 0, layer after
+ * layer from one stream. */
 static void init_params(float *p, uint64_t seed)
 {
     uint64_t s = rng_for(seed, 0, 0);
-    double sd1 = sqrt(2.0 / N_IN), sd2 = sqrt(2.0 / N_HID);
     memset(p, 0, N_PARAMS * sizeof *p);
-    for (size_t i = 0; i < (size_t)N_IN * N_HID; i++)
-        p[OFF_W1 + i] = (float)(sd1 * rng_gauss(&s));
-    for (size_t i = 0; i < (size_t)N_HID * N_OUT; i++)
-        p[OFF_W2 + i] = (float)(sd2 * rng_gauss(&s));
+    for (int l = 0; l < net.nl; l++) {
+        double sd = sqrt(2.0 / net.dim[l]);
+        for (size_t i = 0; i < (size_t)net.dim[l] * (size_t)net.dim[l + 1]; i++)
+            p[net.off_w[l] + i] = (float)(sd * rng_gauss(&s));
+    }
 }
 
 /* The epoch's order of the training samples: the same on every rank. */
@@ -436,17 +536,21 @@ static void work_init(work_t *w, size_t rows)
 {
     w->rows = rows;
     w->x = xcalloc(rows * N_IN, sizeof *w->x);
-    w->h = xcalloc(rows * N_HID, sizeof *w->h);
+    for (int l = 0; l + 1 < net.nl; l++) {
+        w->h[l] = xcalloc(rows * (size_t)net.dim[l + 1], sizeof *w->h[l]);
+        w->dh[l] = xcalloc(rows * (size_t)net.dim[l + 1], sizeof *w->dh[l]);
+    }
     w->z = xcalloc(rows * N_OUT, sizeof *w->z);
-    w->dh = xcalloc(rows * N_HID, sizeof *w->dh);
 }
 
 static void work_free(work_t *w)
 {
     free(w->x);
-    free(w->h);
+    for (int l = 0; l + 1 < net.nl; l++) {
+        free(w->h[l]);
+        free(w->dh[l]);
+    }
     free(w->z);
-    free(w->dh);
 }
 
 /* gather: the m images at ids (or ids_base, ids_base+1... if ids is NULL)
@@ -466,23 +570,42 @@ static void gather(const idx_t *images, const uint32_t *ids, size_t ids_base, si
     }
 }
 
-/* forward: logits of the m rows of w->x into w->z, keeping w->h. */
+/* layer_in, layer_out: the m x dim[l] input of layer l, its m x dim[l+1]
+ * output (activations; the logits for the last layer). */
+static float *layer_in(work_t *w, int l)
+{
+    return l == 0 ? w->x : w->h[l - 1];
+}
+
+static float *layer_out(work_t *w, int l)
+{
+    return l == net.nl - 1 ? w->z : w->h[l];
+}
+
+/* forward: logits of the m rows of w->x into w->z, keeping the hidden
+ * activations. */
 static void forward(const float *p, work_t *w, int m)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, N_HID, N_IN, 1.0f, w->x,
-                N_IN, p + OFF_W1, N_HID, 0.0f, w->h, N_HID);
-    for (int r = 0; r < m; r++) {
-        float *h = w->h + (size_t)r * N_HID;
-        for (int j = 0; j < N_HID; j++) {
-            float v = h[j] + p[OFF_B1 + j];
-            h[j] = v > 0.0f ? v : 0.0f;
+    for (int l = 0; l < net.nl; l++) {
+        const int in = net.dim[l], out = net.dim[l + 1];
+        float *y = layer_out(w, l);
+        const float *b = p + net.off_b[l];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, out, in, 1.0f,
+                    layer_in(w, l), in, p + net.off_w[l], out, 0.0f, y, out);
+        if (l == net.nl - 1) {
+            for (int r = 0; r < m; r++)
+                for (int k = 0; k < out; k++)
+                    y[(size_t)r * out + k] += b[k];
+        } else {
+            for (int r = 0; r < m; r++) {
+                float *h = y + (size_t)r * out;
+                for (int j = 0; j < out; j++) {
+                    float v = h[j] + b[j];
+                    h[j] = v > 0.0f ? v : 0.0f;
+                }
+            }
         }
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, N_OUT, N_HID, 1.0f, w->h,
-                N_HID, p + OFF_W2, N_OUT, 0.0f, w->z, N_OUT);
-    for (int r = 0; r < m; r++)
-        for (int k = 0; k < N_OUT; k++)
-            w->z[(size_t)r * N_OUT + k] += p[OFF_B2 + k];
 }
 
 static int argmax(const float *z)
@@ -519,34 +642,75 @@ static void softmax_xent(float *z, const uint8_t *labels, const uint32_t *ids, i
     }
 }
 
-/* backward: the gradient of the m rows, given w->z holding the logits'
- * gradient, into g (overwritten). */
-static void backward(const float *p, float *g, work_t *w, int m)
+/* The gradient exchange of --overlap 1 or --comm sfb|auto (NULL: one
+ * allreduce of the whole gradient after backward): layer l's weights are
+ * exchange layer 2l (fully connected, dim[l] x dim[l+1]), its biases 2l+1,
+ * registered in forward order, which is their priority. */
+typedef struct {
+    ddl_gradx_t *gx;
+    int overlap; /* push during backward (1) or after it (0) */
+} xchg_t;
+
+/* backward_layer: layer l's gradient (its output gradient in delta) into g,
+ * or its factors to the exchange; with overlap, handed over at once. */
+static void backward_layer(const float *p, float *g, work_t *w, int m, int l, const float *delta,
+                           xchg_t *xc)
 {
-    /* dW2 = H^T dZ, db2 = column sums of dZ */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N_HID, N_OUT, m, 1.0f, w->h,
-                N_HID, w->z, N_OUT, 0.0f, g + OFF_W2, N_OUT);
-    for (int k = 0; k < N_OUT; k++)
-        g[OFF_B2 + k] = 0.0f;
+    (void)p;
+    const int in = net.dim[l], out = net.dim[l + 1];
+    const float *x = layer_in(w, l);
+    float *gw = g + net.off_w[l], *gb = g + net.off_b[l];
+    int factors = xc && ddl_gradx_layer_sfb(xc->gx, 2 * l) == 1;
+    /* dW = X^T dY, db = column sums of dY */
+    if (factors) {
+        if (xc->overlap)
+            check(ddl_gradx_push_factors(xc->gx, 2 * l, x, delta, m, gw), "ddl_gradx_push_factors");
+    } else {
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, m, 1.0f, x, in, delta,
+                    out, 0.0f, gw, out);
+        if (xc && xc->overlap)
+            check(ddl_gradx_push(xc->gx, 2 * l, gw), "ddl_gradx_push");
+    }
+    for (int k = 0; k < out; k++)
+        gb[k] = 0.0f;
     for (int r = 0; r < m; r++)
-        for (int k = 0; k < N_OUT; k++)
-            g[OFF_B2 + k] += w->z[(size_t)r * N_OUT + k];
+        for (int k = 0; k < out; k++)
+            gb[k] += delta[(size_t)r * out + k];
+    if (xc && xc->overlap)
+        check(ddl_gradx_push(xc->gx, 2 * l + 1, gb), "ddl_gradx_push");
+}
 
-    /* dH = dZ W2^T, through the ReLU (h > 0 exactly where it passed) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, N_HID, N_OUT, 1.0f, w->z,
-                N_OUT, p + OFF_W2, N_OUT, 0.0f, w->dh, N_HID);
-    for (size_t i = 0; i < (size_t)m * N_HID; i++)
-        if (w->h[i] <= 0.0f)
-            w->dh[i] = 0.0f;
-
-    /* dW1 = X^T dH, db1 = column sums of dH */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N_IN, N_HID, m, 1.0f, w->x, N_IN,
-                w->dh, N_HID, 0.0f, g + OFF_W1, N_HID);
-    for (int j = 0; j < N_HID; j++)
-        g[OFF_B1 + j] = 0.0f;
-    for (int r = 0; r < m; r++)
-        for (int j = 0; j < N_HID; j++)
-            g[OFF_B1 + j] += w->dh[(size_t)r * N_HID + j];
+/* backward: the gradient of the m rows, given w->z holding the logits'
+ * gradient, into g (overwritten), last layer first; with an exchange,
+ * every layer handed over (without overlap: after the whole pass). */
+static void backward(const float *p, float *g, work_t *w, int m, xchg_t *xc)
+{
+    for (int l = net.nl - 1; l >= 0; l--) {
+        const float *delta = l == net.nl - 1 ? w->z : w->dh[l];
+        backward_layer(p, g, w, m, l, delta, xc);
+        if (l == 0)
+            break;
+        /* dH = dY W^T, through the ReLU (h > 0 exactly where it passed) */
+        const int in = net.dim[l], out = net.dim[l + 1];
+        float *dh = w->dh[l - 1];
+        const float *h = w->h[l - 1];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, in, out, 1.0f, delta, out,
+                    p + net.off_w[l], out, 0.0f, dh, in);
+        for (size_t i = 0; i < (size_t)m * (size_t)in; i++)
+            if (h[i] <= 0.0f)
+                dh[i] = 0.0f;
+    }
+    if (xc && !xc->overlap) /* hand everything over now, last layer first */
+        for (int l = net.nl - 1; l >= 0; l--) {
+            if (ddl_gradx_layer_sfb(xc->gx, 2 * l) == 1)
+                check(ddl_gradx_push_factors(xc->gx, 2 * l, layer_in(w, l),
+                                             l == net.nl - 1 ? w->z : w->dh[l], m,
+                                             g + net.off_w[l]),
+                      "ddl_gradx_push_factors");
+            else
+                check(ddl_gradx_push(xc->gx, 2 * l, g + net.off_w[l]), "ddl_gradx_push");
+            check(ddl_gradx_push(xc->gx, 2 * l + 1, g + net.off_b[l]), "ddl_gradx_push");
+        }
 }
 
 /* evaluate: correct predictions on test samples [lo, hi). */
@@ -580,7 +744,8 @@ static void ckpt_failed(const char *what, int64_t step, ddl_status_t st)
  * (the step it names is the previous one), and this one is then started
  * again. */
 static void save_checkpoint(ddl_comm_t *comm, const char *dir, int64_t iter, int async,
-                            const float *params, const float *velocity, const double *stats)
+                            const float *params, const float *velocity, const double *stats,
+                            const int32_t *modes, int nmodes)
 {
     ddl_ckpt_t *ck;
     unsigned flags = async ? DDL_CKPT_ASYNC : 0;
@@ -596,8 +761,101 @@ static void save_checkpoint(ddl_comm_t *comm, const char *dir, int64_t iter, int
     ddl_ckpt_write(ck, "params", params, N_PARAMS * sizeof *params);
     ddl_ckpt_write(ck, "velocity", velocity, N_PARAMS * sizeof *velocity);
     ddl_ckpt_write(ck, "stats", stats, 3 * sizeof *stats);
+    if (modes) /* the exchange's decisions, kept on resume (bit for bit) */
+        ddl_ckpt_write(ck, "comm-modes", modes, (size_t)nmodes * sizeof *modes);
     if ((st = ddl_ckpt_commit(ck)) != DDL_OK)
         ckpt_failed("checkpoint", iter, st);
+}
+
+/* ---------------------------------------------------------------- exchange */
+
+/* exchange_create: register the layers with libddl's gradient exchange, in
+ * forward order: layer l's weights as a fully connected layer of at most
+ * max_batch samples per rank, travelling as --comm says (or as modes[l],
+ * the decision a resumed checkpoint recorded), its biases as a plain one. */
+static void exchange_create(xchg_t *xc, ddl_comm_t *comm, const options_t *o, int max_batch,
+                            int32_t *modes)
+{
+    static const ddl_gradx_mode_t by_comm[] = {DDL_GRADX_FULL, DDL_GRADX_SFB, DDL_GRADX_AUTO};
+    check(ddl_gradx_create(comm, DDL_SUM, &xc->gx), "ddl_gradx_create");
+    for (int l = 0; l < net.nl; l++) {
+        ddl_gradx_mode_t mode = modes[l] ? (ddl_gradx_mode_t)modes[l] : by_comm[o->comm];
+        check(ddl_gradx_add_fc(xc->gx, net.dim[l], net.dim[l + 1], max_batch, mode, NULL),
+              "ddl_gradx_add_fc");
+        check(ddl_gradx_add_layer(xc->gx, (size_t)net.dim[l + 1], NULL), "ddl_gradx_add_layer");
+    }
+    check(ddl_gradx_commit(xc->gx), "ddl_gradx_commit");
+    for (int l = 0; l < net.nl; l++)
+        modes[l] = ddl_gradx_layer_sfb(xc->gx, 2 * l) == 1 ? DDL_GRADX_SFB : DDL_GRADX_FULL;
+}
+
+/* exchange_describe: rank 0's line on how each layer's gradient travels. */
+static void exchange_describe(const xchg_t *xc, const options_t *o)
+{
+    char buf[512];
+    size_t n = 0;
+    for (int l = 0; l < net.nl && n < sizeof buf; l++)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%sW%d %s", l ? ", " : "", l + 1,
+                              ddl_gradx_layer_sfb(xc->gx, 2 * l) == 1 ? "factors" : "matrix");
+    say("fmnist-train: gradient exchange (--comm %s --overlap %d): %s\n", comm_names[o->comm],
+        xc->overlap, buf);
+}
+
+/* exchange_update: layer by layer in forward order, wait for the layer's
+ * summed gradient and apply the update to it (the same arithmetic as the
+ * update of the whole buffer). */
+static void exchange_update(xchg_t *xc, float *params, float *velocity, const float *grads,
+                            float lr, float mu)
+{
+    for (int l = 0; l < net.nl; l++)
+        for (int part = 0; part < 2; part++) {
+            check(ddl_gradx_wait(xc->gx, 2 * l + part), "ddl_gradx_wait");
+            size_t lo = part ? net.off_b[l] : net.off_w[l];
+            size_t hi = part ? net.off_b[l] + (size_t)net.dim[l + 1] : net.off_b[l];
+            for (size_t i = lo; i < hi; i++) {
+                velocity[i] = mu * velocity[i] + grads[i];
+                params[i] -= lr * velocity[i];
+            }
+        }
+}
+
+/* exchange_report: collective; rank 0 prints the bytes each rank sent per
+ * iteration for the gradient (averaged over the ranks: measured by the
+ * exchange, or the ring's 2 (p-1)/p of the buffer for the blocking
+ * allreduce) and the share of communication hidden behind computation
+ * (1 - time blocked waiting / time the collectives ran).  Frees the
+ * exchange. */
+static void exchange_report(xchg_t *xc, ddl_comm_t *comm, long steps, double comm_s)
+{
+    const int p = ddl_comm_size(comm);
+    double v[4] = {0, 0, 0, 0}; /* bytes per step, hidden share, comm ms, exposed ms */
+    const char *how;
+    if (steps < 1)
+        steps = 1;
+    if (xc->gx) {
+        ddl_gradx_stats_t st;
+        check(ddl_gradx_stats(xc->gx, &st), "ddl_gradx_stats");
+        double exposed = st.exposed_us - st.rebuild_us; /* the rebuild is computation */
+        v[0] = (double)st.bytes_sent / (double)steps;
+        v[1] = st.comm_us > 0 ? fmax(0.0, 1.0 - exposed / st.comm_us) : 0.0;
+        v[2] = st.comm_us / 1e3 / (double)steps;
+        v[3] = exposed / 1e3 / (double)steps;
+        how = "measured";
+        if (ddl_rank() == 0)
+            say("exchange model: %.0f bytes per iteration per rank\n", (double)st.model_bytes);
+        ddl_gradx_free(xc->gx);
+        xc->gx = NULL;
+    } else {
+        v[0] = 2.0 * (p - 1) / p * 4.0 * (double)N_PARAMS;
+        v[1] = 0.0;
+        v[2] = v[3] = comm_s * 1e3 / (double)steps;
+        how = "ring model";
+    }
+    check(ddl_allreduce(comm, DDL_IN_PLACE, v, 4, DDL_FLOAT64, DDL_AVG), "ddl_allreduce");
+    if (ddl_rank() == 0)
+        say("exchange: %.0f bytes sent per iteration per rank (%s), %.1f%% of communication "
+            "hidden (%.2f ms per iteration communicating, %.2f ms waited for)\n",
+            v[0], how, 100.0 * v[1], v[2], v[3]);
 }
 
 /* ------------------------------------------------------------------ device */
@@ -774,6 +1032,7 @@ int main(int argc, char **argv)
             ntest = (size_t)opt.limit;
     }
     size_t batch = (size_t)opt.batch;
+    net_init(opt.hidden, opt.nhidden);
 
     float *params = xcalloc(N_PARAMS, sizeof *params);
     float *grads = xcalloc(N_PARAMS, sizeof *grads);
@@ -789,6 +1048,7 @@ int main(int argc, char **argv)
     double stats[3] = {0.0, 0.0, 0.0};
     const size_t nbatches = (ntrain + batch - 1) / batch;
     int64_t iter = 0; /* iterations done: the checkpoint step */
+    int32_t modes[MAX_HIDDEN + 1] = {0}; /* per layer: DDL_GRADX_*, 0: --comm decides */
     if (opt.ckpt_dir) {
         check(ddl_ckpt_latest(opt.ckpt_dir, &iter), "ddl_ckpt_latest");
         if (iter < 0)
@@ -803,6 +1063,11 @@ int main(int argc, char **argv)
                             N_PARAMS * sizeof *velocity, NULL), "ddl_ckpt_read velocity");
         check(ddl_ckpt_read(opt.ckpt_dir, iter, rank, "stats", stats, sizeof stats, NULL),
               "ddl_ckpt_read stats");
+        size_t got = 0; /* absent from runs without the exchange */
+        if (ddl_ckpt_read(opt.ckpt_dir, iter, rank, "comm-modes", modes, sizeof modes, &got) !=
+                DDL_OK ||
+            got != (size_t)net.nl * sizeof *modes)
+            memset(modes, 0, sizeof modes);
         if (rank == 0)
             say("fmnist-train: resuming from checkpoint step %lld (epoch %lld, batch %lld) "
                 "in %s, restart %s\n", (long long)iter, (long long)(iter / (int64_t)nbatches) + 1,
@@ -817,17 +1082,29 @@ int main(int argc, char **argv)
      * copies of params and velocity are refreshed for checkpoints and the
      * final CRC */
     fmnist_gpu_t *gpu = opt.cuda ? gpu_create(&train, &test, rows, params, velocity) : NULL;
+    xchg_t xc = {NULL, opt.overlap};
+    if (opt.overlap || opt.comm != COMM_FULL)
+        exchange_create(&xc, comm, &opt, (int)shard_max, modes);
 
-    if (rank == 0)
-        say("fmnist-train: %d rank%s, MLP %d-%d-%d (%d parameters), batch %zu, lr %g, "
+    if (rank == 0) {
+        char shape[MAX_HIDDEN * 8 + 16];
+        size_t o = 0;
+        for (int l = 0; l <= net.nl; l++)
+            o += (size_t)snprintf(shape + o, sizeof shape - o, "%s%d", l ? "-" : "", net.dim[l]);
+        say("fmnist-train: %d rank%s, MLP %s (%zu parameters), batch %zu, lr %g, "
             "momentum %g, seed %llu, %zu training / %zu test samples\n",
-            size, size == 1 ? "" : "s", N_IN, N_HID, N_OUT, N_PARAMS, batch, opt.lr,
+            size, size == 1 ? "" : "s", shape, N_PARAMS, batch, opt.lr,
             opt.momentum, (unsigned long long)opt.seed, ntrain, ntest);
+        if (xc.gx)
+            exchange_describe(&xc, &opt);
+    }
     if (rank == 0 && gpu)
         gpu_summary(gpu);
 
     const float lr = (float)opt.lr, mu = (float)opt.momentum;
     double test_acc = 0.0;
+    double comm_s = 0; /* --overlap 0 --comm full: time in the blocking allreduce */
+    long steps_run = 0;
     for (long epoch = (long)(iter / (int64_t)nbatches); epoch < opt.epochs; epoch++) {
         check(ddl_barrier(comm), "ddl_barrier");
         double t0 = now_s();
@@ -851,29 +1128,39 @@ int main(int argc, char **argv)
                 forward(params, &w, m);
                 softmax_xent(w.z, train.labels.data, order + lo, m, 1.0f / (float)bs,
                              &stats[0], &stats[1]);
-                backward(params, grads, &w, m);
+                backward(params, grads, &w, m, xc.gx ? &xc : NULL);
             } else {
                 memset(grads, 0, N_PARAMS * sizeof *grads);
+                if (xc.gx)
+                    backward(params, grads, &w, 0, &xc); /* no sample: zero factors */
             }
-            /* on the device buffer, libddl orders the allreduce after the
-             * work queued on the default stream, and the update after it */
-            check(ddl_allreduce(comm, DDL_IN_PLACE, gbuf, N_PARAMS, DDL_FLOAT32,
-                                DDL_SUM),
-                  "ddl_allreduce");
-            if (gpu) {
-                gpu_update(gpu, lr, mu);
+            if (xc.gx) {
+                /* the exchange: each layer's update waits for its own gradient */
+                exchange_update(&xc, params, velocity, grads, lr, mu);
             } else {
-                for (size_t i = 0; i < N_PARAMS; i++) {
-                    velocity[i] = mu * velocity[i] + grads[i];
-                    params[i] -= lr * velocity[i];
+                /* on the device buffer, libddl orders the allreduce after the
+                 * work queued on the default stream, and the update after it */
+                double tc = now_s();
+                check(ddl_allreduce(comm, DDL_IN_PLACE, gbuf, N_PARAMS, DDL_FLOAT32,
+                                    DDL_SUM),
+                      "ddl_allreduce");
+                comm_s += now_s() - tc;
+                if (gpu) {
+                    gpu_update(gpu, lr, mu);
+                } else {
+                    for (size_t i = 0; i < N_PARAMS; i++) {
+                        velocity[i] = mu * velocity[i] + grads[i];
+                        params[i] -= lr * velocity[i];
+                    }
                 }
             }
+            steps_run++;
             iter++;
             if (opt.ckpt_every && iter % opt.ckpt_every == 0) {
                 if (gpu)
                     gpu_fetch(gpu, params, velocity, stats);
                 save_checkpoint(comm, opt.ckpt_dir, iter, opt.ckpt_async, params, velocity,
-                                stats);
+                                stats, xc.gx ? modes : NULL, net.nl);
             }
         }
         if (gpu)
@@ -918,6 +1205,7 @@ int main(int argc, char **argv)
             say("checksums: %ld of %d ranks differ\n", ndiffer, size);
         say("final test accuracy: %.2f%%\n", test_acc);
     }
+    exchange_report(&xc, comm, steps_run, comm_s);
 
     gpu_free(gpu);
     work_free(&w);
