@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0027-gradx: libddl's gradient exchange under ddlrun, through
+# t0034-gradx: libddl's gradient exchange under ddlrun, through
 # fmnist-train: --overlap 1 with the full matrix fused into one bucket
 # gives the weights of the default run (one allreduce of the whole
 # gradient) bit for bit; factors (--comm sfb), the cost model's choice
