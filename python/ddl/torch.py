@@ -1,0 +1,1 @@
+"""ddl.torch: PyTorch integration (filled in below)."""
