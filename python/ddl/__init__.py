@@ -145,7 +145,7 @@ def _check(kind, x, op=None, extra=0, count=None, dtype=None):
                 o.rstrip(b"\0").decode() or "-", e)
         raise Error("ddl.%s: the ranks' calls differ: rank 0 %s, rank %d %s (every rank must "
                     "pass the same count, dtype and op)" % (kind, show(sigs[0]), bad[0],
-                                                            show(sigs[bad[0]])), -1)
+                                                            show(sigs[bad[0]])))
 
 
 def allreduce(x, op="sum", dtype=None):

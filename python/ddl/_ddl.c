@@ -83,6 +83,14 @@ static const struct {
 };
 #define NDTYPES ((int)(sizeof dtype_names / sizeof dtype_names[0]))
 
+static const char *dtype_name(ddl_dtype_t dt)
+{
+    for (int i = 0; i < NDTYPES; i++)
+        if (dtype_names[i].dtype == dt)
+            return dtype_names[i].name;
+    return "?";
+}
+
 static const struct {
     const char *name;
     ddl_op_t op;
@@ -785,9 +793,9 @@ static PyObject *do_allgather(PyObject *args, PyObject *kw, int nb)
         }
         if (bs.dtype != bo.dtype || bs.count != block) {
             PyErr_Format(PyExc_ValueError,
-                         "%s: the send buffer holds %zu elements of type %d, the output needs "
-                         "%zu (output size / world size %zu) of type %d",
-                         name, bs.count, (int)bs.dtype, block, n, (int)bo.dtype);
+                         "%s: the send buffer holds %zu %s elements, the output needs %zu "
+                         "(output size / world size %zu) %s elements",
+                         name, bs.count, dtype_name(bs.dtype), block, n, dtype_name(bo.dtype));
             buf_release(&bo);
             buf_release(&bs);
             return NULL;
@@ -842,9 +850,9 @@ static PyObject *do_reduce_scatter(PyObject *args, PyObject *kw, int nb)
         }
         if (bo.dtype != bi.dtype || bo.count != block) {
             PyErr_Format(PyExc_ValueError,
-                         "%s: the output holds %zu elements of type %d, it needs %zu (input size "
-                         "/ world size %zu) of type %d",
-                         name, bo.count, (int)bo.dtype, block, n, (int)bi.dtype);
+                         "%s: the output holds %zu %s elements, it needs %zu (input size / "
+                         "world size %zu) %s elements",
+                         name, bo.count, dtype_name(bo.dtype), block, n, dtype_name(bi.dtype));
             buf_release(&bi);
             buf_release(&bo);
             return NULL;
