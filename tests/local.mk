@@ -67,7 +67,8 @@ INTEGRATION_TESTS = \
     tests/integration/t0024-limits.t \
     tests/integration/t0026-ddlrun-abort.t \
     tests/integration/t0027-python.t \
-    tests/integration/t0028-python-ddp.t
+    tests/integration/t0028-python-ddp.t \
+    tests/integration/t0029-python-fmnist.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh
 
