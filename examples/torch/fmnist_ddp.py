@@ -10,9 +10,11 @@ checkpoints through ddl.checkpoint.
 Every rank takes its share of each global batch (--batch samples, split
 between the ranks); the data order depends only on the epoch, so a run
 restarted from a checkpoint continues exactly where the checkpoint was
-taken and ends with the same weights as an uninterrupted run (with the
-same allreduce algorithm: set DDL_ALLREDUCE_ALGO, e.g. ring, to keep
-libddl's per-call choice from depending on link speeds measured at start).
+taken and ends with the same weights as an uninterrupted run when every
+element's reduction order is independent of its place in the gradient
+buckets, whose layout DDP changes after its first step (of a run or of a
+restart): DDL_ALLREDUCE_ALGO=rd (recursive doubling) does that; the ring's
+order depends on the element's position.
 
 Checkpoints (--checkpoint-every N, into --checkpoint-dir or
 $DDL_CHECKPOINT_DIR): the model's parameters and buffers, the optimizer's
