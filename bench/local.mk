@@ -1,6 +1,9 @@
 # bench/: ddl-bench (libddl) and mpi-bench (its Open MPI peer, built only
 # when configure finds Open MPI with pkg-config), printing the same table;
 # rma-probe (UCX alone): put + flag against tag send, user or UCX memory.
+# torch-ddp-bench.py (a Python script: nothing to build) times DDP with
+# the ddl hook against gloo.
+EXTRA_DIST += bench/torch-ddp-bench.py
 bin_PROGRAMS += bench/ddl-bench
 bench_ddl_bench_SOURCES = bench/ddl-bench.c bench/bench_common.h
 bench_ddl_bench_LDADD = collectives/libddl.la

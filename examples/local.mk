@@ -13,7 +13,7 @@
 # only distributed.
 
 EXTRA_DIST += examples/README.md examples/fmnist/README.md \
-              examples/torch/README.md examples/torch/ddp_check.py \
+              examples/torch/README.md examples/torch/ddp_check.py examples/torch/fmnist_ddp.py \
               examples/fmnist/fmnist_cuda.cu examples/fmnist/fmnist_cuda.h
 
 if HAVE_BLAS

@@ -61,6 +61,7 @@ TESTS += tests/unit/t_proto tests/unit/t_util tests/unit/t_ddlrun_args tests/uni
          tests/unit/t_api tests/unit/t_gpu_plan
 
 dist_check_SCRIPTS += tests/integration/lib.sh
+EXTRA_DIST += tests/helpers/py-check.py tests/helpers/py-ddp-check.py
 INTEGRATION_TESTS = \
     tests/integration/t0001-allreduce.t \
     tests/integration/t0002-ddlrun-exit.t \
@@ -76,6 +77,9 @@ INTEGRATION_TESTS = \
     tests/integration/t0023-deps.t \
     tests/integration/t0024-limits.t \
     tests/integration/t0026-ddlrun-abort.t \
+    tests/integration/t0027-python.t \
+    tests/integration/t0028-python-ddp.t \
+    tests/integration/t0029-python-fmnist.t \
     tests/integration/t0034-gradx.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh

@@ -123,4 +123,24 @@ t_wait_file() {
     [ -e "$1" ]
 }
 
+# t_find_python MODULE...: set PY to the first of $PYTHON (configure's),
+# python3 and /usr/bin/python3 that imports the build tree's ddl package
+# and every MODULE given (numpy, torch); returns 1 with PY empty if none
+# does.  Exports PYTHONPATH with the build tree's python/ first.
+t_find_python() {
+    PY=""
+    PYTHONPATH="$top_builddir/python${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTHONPATH
+    [ -e "$top_builddir/python/ddl/_ddl.so" ] || return 1
+    _fp_imp="import ddl"
+    for _fp_m in "$@"; do _fp_imp="$_fp_imp, $_fp_m"; done
+    for _fp_p in ${PYTHON:-} python3 /usr/bin/python3; do
+        if timeout 120 "$_fp_p" -c "$_fp_imp" >/dev/null 2>&1; then
+            PY=$(command -v "$_fp_p")
+            return 0
+        fi
+    done
+    return 1
+}
+
 [ -x "$DDLRUN" ] || { echo "Bail out! $DDLRUN is not built"; exit 1; }
