@@ -125,7 +125,10 @@ t_like "$T_TMP/sum" '"generation": 0, "rank": 2, "node": 1, "host": "n2", "class
 clean kill
 
 # --- 2. SIGSTOP ------------------------------------------------------------------
-train hang --ddl-hang-timeout=2 --ddl-spares=1 --no-kill
+# 2 s, times DDL_TEST_TIME_SCALE under a slow build (scripts/sanitize.sh sets
+# 3): a sanitizer build's worker takes longer than 2 s to its first beat.
+HANG_S=$((2 * ${DDL_TEST_TIME_SCALE:-1}))
+train hang --ddl-hang-timeout=$HANG_S --ddl-spares=1 --no-kill
 t_wait_file "$ck/latest" 120
 p=$(victim 1)
 t_ok $([ -n "$p" ]; echo $?) "hang: rank 1's worker stopped after the first checkpoint: pid ${p:-?}"
@@ -133,7 +136,7 @@ t_ok $([ -n "$p" ]; echo $?) "hang: rank 1's worker stopped after the first chec
 wait_run
 t_status $? 0 "... the step finishes (exit 0)" "$T_TMP/hang.err"
 t_is "$(crc hang)" "$want" "... with the weights of the baseline"
-t_like "$T_TMP/hang.err" "rank 1 on node 0 \(n1\): worker $p hung: nothing heard for [0-9.]+ s \(hang timeout 2.0 s\); .*now stopped \(state T" \
+t_like "$T_TMP/hang.err" "rank 1 on node 0 \(n1\): worker $p hung: nothing heard for [0-9.]+ s \(hang timeout $HANG_S.0 s\); .*now stopped \(state T" \
     "... named as hung, with what it was doing"
 summary hang >"$T_TMP/sum"
 t_like "$T_TMP/sum" '"rank": 1, .*"class": "worker-hang"' "... failure-gen0.json: worker-hang"
