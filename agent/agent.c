@@ -1,6 +1,7 @@
 /* agent.c: the ddl-agent daemon of one step on one node: start-up, the
- * poll loop, and the dispatch of every message to its handler by message
- * type and kind of connection (agent_int.h maps the other files).
+ * event loop (common/evloop.h), and the dispatch of every message to its
+ * handler by message type and kind of connection (agent_int.h maps the
+ * other files).
  *
  * It accepts connections from the step's supervisors (ddl-launch: REGISTER,
  * RANK_STATE), its workers (libddl: ALLGATHER for the bootstrap exchange of
@@ -501,13 +502,170 @@ static int setup(agent_t *a)
     return 0;
 }
 
+/* on_signal: SIGTERM, SIGINT, SIGHUP: the loop ends after this round, so
+ * that what clients sent before the signal is handled. */
+static void on_signal(ddl_evloop_t *loop, ddl_ev_fd_t *w, int fd, short re, void *arg)
+{
+    agent_t *a = arg;
+    struct signalfd_siginfo si;
+    (void)w;
+    (void)re;
+    if (read(fd, &si, sizeof si) == sizeof si) {
+        ddl_debug("got signal %u: shutting down", si.ssi_signo);
+        a->status = 0;
+        ddl_evloop_stop(loop);
+    }
+}
+
+static void on_listen(ddl_evloop_t *loop, ddl_ev_fd_t *w, int fd, short re, void *arg)
+{
+    agent_t *a = arg;
+    (void)loop;
+    (void)w;
+    if (!(re & POLLIN))
+        return;
+    if (fd == a->lfd)
+        do_accept(a);
+    else
+        do_accept_tcp(a);
+}
+
+static void on_beat_timer(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
+{
+    (void)loop;
+    (void)t;
+    send_beats(arg);
+}
+
+static void on_silence_timer(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
+{
+    agent_t *a = arg;
+    (void)loop;
+    (void)t;
+    if (a->opts->supervise && !a->final)
+        check_silence(a);
+}
+
+/* a new leader decides once it knows which nodes are left */
+static void on_decide_timer(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
+{
+    agent_t *a = arg;
+    (void)loop;
+    (void)t;
+    if (a->opts->supervise && !a->final && a->decide_at && ddl_now_ms() >= a->decide_at &&
+        !a->takeover_until)
+        decide(a);
+}
+
+static void on_takeover_timer(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
+{
+    agent_t *a = arg;
+    (void)loop;
+    (void)t;
+    if (a->opts->supervise && !a->final && a->takeover_until)
+        finish_takeover(a);
+}
+
+/* on_wake: the end of an accept pause, exit_when_done's look once a
+ * second: agent_prepare does the work. */
+static void on_wake(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
+{
+    (void)loop;
+    (void)t;
+    (void)arg;
+}
+
+static void arm_at(ddl_ev_timer_t *t, int on, int64_t at)
+{
+    if (on)
+        ddl_ev_timer_arm_at(t, at, 0);
+    else
+        ddl_ev_timer_cancel(t);
+}
+
+/* agent_prepare: each round, before the loop waits: a takeover decided by
+ * a lost link (outside the callbacks that walk the connections), queued
+ * output written, what to poll and the timers set from the deadlines the
+ * other files keep, and the exit once every rank is done. */
+static void agent_prepare(ddl_evloop_t *loop, void *arg)
+{
+    agent_t *a = arg;
+    const ddl_agent_opts_t *o = a->opts;
+    int stopping = ddl_evloop_stopping(loop);
+    if (o->supervise && !a->final && !stopping) {
+        if (a->need_takeover) {
+            a->need_takeover = 0;
+            takeover(a);
+        }
+        if (a->takeover_until) /* done as soon as every live agent has linked */
+            finish_takeover(a);
+    }
+    conns_prepare(a);
+    if (stopping)
+        return;
+    if (a->tfd >= 0 && !a->tfd_ev) { /* a new leader listens from now on */
+        a->tfd_ev = ddl_ev_fd_add(loop, a->tfd, POLLIN, on_listen, a);
+        if (!a->tfd_ev) {
+            ddl_error("out of memory");
+            ddl_evloop_stop(loop);
+            return;
+        }
+    }
+    int paused = a->accept_paused_until > ddl_now_ms();
+    ddl_ev_fd_set_events(a->lfd_ev, paused ? 0 : POLLIN);
+    if (a->tfd_ev)
+        ddl_ev_fd_set_events(a->tfd_ev, paused ? 0 : POLLIN);
+    arm_at(a->pause_t, paused, a->accept_paused_until);
+    int sup = o->supervise && !a->final;
+    int due = sup ? silence_due(a) : -1;
+    arm_at(a->silence_t, due >= 0, ddl_now_ms() + due);
+    arm_at(a->decide_t, sup && a->decide_at && !a->takeover_until, a->decide_at);
+    arm_at(a->takeover_t, sup && a->takeover_until, a->takeover_until);
+    if (o->exit_when_done && all_done(a)) {
+        int busy = 0; /* flush what is queued first */
+        for (size_t i = 0; i < a->nconns; i++)
+            busy |= a->conns[i]->out_off < a->conns[i]->out_len;
+        if (!busy) {
+            ddl_debug("every rank on this node has ended: exiting");
+            a->status = 0;
+            ddl_evloop_stop(loop);
+        }
+    }
+}
+
+/* watch: the signalfd, the listening sockets and the timers in the loop. */
+static int watch(agent_t *a)
+{
+    ddl_evloop_t *l = a->loop;
+    if (!(a->sfd_ev = ddl_ev_fd_add(l, a->sfd, POLLIN, on_signal, a)) ||
+        !(a->lfd_ev = ddl_ev_fd_add(l, a->lfd, POLLIN, on_listen, a)) ||
+        (a->tfd >= 0 && !(a->tfd_ev = ddl_ev_fd_add(l, a->tfd, POLLIN, on_listen, a))) ||
+        !(a->beat_t = ddl_ev_timer_new(l, on_beat_timer, a)) ||
+        !(a->silence_t = ddl_ev_timer_new(l, on_silence_timer, a)) ||
+        !(a->decide_t = ddl_ev_timer_new(l, on_decide_timer, a)) ||
+        !(a->takeover_t = ddl_ev_timer_new(l, on_takeover_timer, a)) ||
+        !(a->pause_t = ddl_ev_timer_new(l, on_wake, a)) ||
+        !(a->tick_t = ddl_ev_timer_new(l, on_wake, a))) {
+        ddl_error("out of memory");
+        return -1;
+    }
+    if (a->opts->nnodes > 1) /* the first beat at once */
+        ddl_ev_timer_arm(a->beat_t, 0, a->beat_ms);
+    if (a->opts->exit_when_done)
+        ddl_ev_timer_arm(a->tick_t, 1000, 1000);
+    ddl_evloop_set_prepare(a->loop, agent_prepare, a);
+    return 0;
+}
+
 int ddl_agent_serve(const ddl_agent_opts_t *opts)
 {
-    agent_t a = {.opts = opts, .lfd = -1, .sfd = -1, .tfd = -1, .listen_fd = -1};
-    int status = 1;
-    struct pollfd *pfds = NULL;
+    agent_t a = {.opts = opts, .lfd = -1, .sfd = -1, .tfd = -1, .listen_fd = -1, .status = 1};
 
-    if (setup(&a) < 0)
+    if (!(a.loop = ddl_evloop_new())) {
+        ddl_error("out of memory");
+        return 1;
+    }
+    if (setup(&a) < 0 || watch(&a) < 0)
         goto out;
     ddl_info("serving step %s (%u ranks, %u here, node %u of %u%s) on %s", opts->step, opts->size,
              a.nlocal, opts->node_id, opts->nnodes ? opts->nnodes : 1, a.leader ? ", leader" : "",
@@ -516,122 +674,9 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
         ddl_write_full(opts->ready_fd, "1\n", 2);
         close(opts->ready_fd);
     }
-    for (;;) {
-        size_t n = a.nconns + 3;
-        struct pollfd *np = realloc(pfds, n * sizeof *pfds);
-        if (!np) {
-            ddl_error("out of memory");
-            goto out;
-        }
-        pfds = np;
-        int64_t paused = a.accept_paused_until - ddl_now_ms();
-        pfds[0] = (struct pollfd){.fd = a.sfd, .events = POLLIN};
-        pfds[1] = (struct pollfd){.fd = paused > 0 ? -1 : a.lfd, .events = POLLIN};
-        pfds[2] = (struct pollfd){.fd = paused > 0 ? -1 : a.tfd, .events = POLLIN}; /* -1: ignored */
-        for (size_t i = 0; i < a.nconns; i++) {
-            conn_t *c = a.conns[i];
-            /* a connection being closed is not read: only its error is written */
-            pfds[i + 3] = (struct pollfd){.fd = c->fd, .events = c->close_after_flush ? 0 : POLLIN};
-            if (c->out_off < c->out_len)
-                pfds[i + 3].events |= POLLOUT;
-        }
-        int wait = opts->exit_when_done ? 1000 : -1;
-        if (paused > 0)
-            wait = wait < 0 || paused < wait ? (int)paused : wait;
-        if (opts->nnodes > 1) {
-            int64_t left = a.last_beat + a.beat_ms - ddl_now_ms();
-            left = left < 0 ? 0 : left;
-            wait = wait < 0 || left < wait ? (int)left : wait;
-        }
-        if (opts->supervise && !a.final) {
-            int due = silence_due(&a);
-            if (due >= 0 && (wait < 0 || due < wait))
-                wait = due;
-            if (a.decide_at || a.takeover_until) {
-                int64_t at = a.decide_at ? a.decide_at : a.takeover_until;
-                if (a.takeover_until && a.takeover_until < at)
-                    at = a.takeover_until;
-                int64_t left = at - ddl_now_ms();
-                left = left < 0 ? 0 : left;
-                wait = wait < 0 || left < wait ? (int)left : wait;
-            }
-        }
-        if (poll(pfds, n, wait) < 0) {
-            if (errno == EINTR)
-                continue;
-            ddl_error("poll: %m");
-            goto out;
-        }
-        /* Walk connections from the end, since dropping swaps in the last. */
-        for (size_t i = a.nconns; i-- > 0;) {
-            conn_t *c = a.conns[i];
-            short re = pfds[i + 3].revents;
-            int drop = 0;
-            if (re & (POLLIN | POLLHUP | POLLERR))
-                drop = conn_read(&a, c) < 0;
-            if (!drop && c->out_off < c->out_len)
-                drop = conn_flush(c) < 0;
-            else if (!drop && c->close_after_flush)
-                drop = 1;
-            if (drop)
-                conn_drop(&a, i);
-        }
-        if (opts->nnodes > 1 && ddl_now_ms() - a.last_beat >= a.beat_ms)
-            send_beats(&a);
-        /* deadlines: authenticating, and writing a refused client's error */
-        for (size_t i = a.nconns; i-- > 0;) {
-            conn_t *c = a.conns[i];
-            int64_t now = ddl_now_ms();
-            if (c->close_after_flush && !c->closing_ms)
-                c->closing_ms = now;
-            if (c->kind == CONN_TCP_NEW && now - c->opened_ms > HELLO_TIMEOUT_MS) {
-                if (limited())
-                    ddl_warn("dropping a TCP connection from %s that did not authenticate "
-                             "within %d s", c->ip, HELLO_TIMEOUT_MS / 1000);
-                conn_drop(&a, i);
-            } else if (c->closing_ms && now - c->closing_ms > CLOSE_FLUSH_MS) {
-                conn_drop(&a, i);
-            }
-        }
-        if (opts->supervise && !a.final) {
-            check_silence(&a);
-            if (a.need_takeover) {
-                a.need_takeover = 0;
-                takeover(&a);
-            }
-            if (a.takeover_until)
-                finish_takeover(&a);
-            /* a new leader decides once it knows which nodes are left */
-            if (a.decide_at && ddl_now_ms() >= a.decide_at && !a.takeover_until)
-                decide(&a);
-        }
-        /* Replies queued for connections other than the one that was read. */
-        for (size_t i = a.nconns; i-- > 0;)
-            if (a.conns[i]->out_off < a.conns[i]->out_len && conn_flush(a.conns[i]) < 0)
-                conn_drop(&a, i);
-        if (pfds[1].revents & POLLIN)
-            do_accept(&a);
-        if (pfds[2].revents & POLLIN)
-            do_accept_tcp(&a);
-        if (opts->exit_when_done && all_done(&a)) {
-            int busy = 0; /* flush what is queued first */
-            for (size_t i = 0; i < a.nconns; i++)
-                busy |= a.conns[i]->out_off < a.conns[i]->out_len;
-            if (!busy) {
-                ddl_debug("every rank on this node has ended: exiting");
-                status = 0;
-                goto out;
-            }
-        }
-        /* Signals last: what clients sent before them has been handled. */
-        if (pfds[0].revents) {
-            struct signalfd_siginfo si;
-            if (read(a.sfd, &si, sizeof si) == sizeof si) {
-                ddl_debug("got signal %u: shutting down", si.ssi_signo);
-                status = 0;
-                goto out;
-            }
-        }
+    if (ddl_evloop_run(a.loop) < 0) {
+        ddl_error("poll: %m");
+        a.status = 1;
     }
 out:
     a.shutting_down = 1;
@@ -644,7 +689,6 @@ out:
     if (a.ag_blob)
         ag_reset(&a);
     free(a.conns);
-    free(pfds);
     free(a.ranks);
     free(a.ag_blob);
     free(a.ag_len);
@@ -664,5 +708,6 @@ out:
         close(a.tfd);
     if (a.sfd >= 0)
         close(a.sfd);
-    return status;
+    ddl_evloop_free(a.loop);
+    return a.status;
 }

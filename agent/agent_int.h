@@ -1,7 +1,10 @@
 /* agent_int.h: the internals of ddl-agent's daemon, shared by its files:
  *
- *   agent.c     the start-up, the poll loop, the message dispatch tables,
- *               status replies and the supervisors' registrations
+ *   agent.c     the start-up, the event loop (common/evloop.h: fd watchers
+ *               for the sockets and connections, timers for beats, silence,
+ *               the failure window, takeover and accept pauses), the message
+ *               dispatch table, status replies and the supervisors'
+ *               registrations
  *   conn.c      connections: non-blocking buffers, framing (tags on
  *               authenticated links), accepting with limits, dropping
  *   links.c     links between agents: authentication (auth.h), beats,
@@ -24,6 +27,7 @@
 
 #include "agent.h"
 #include "auth.h"
+#include "evloop.h"
 #include "policy.h"
 #include "proto.h"
 #include "world.h"
@@ -35,8 +39,13 @@ enum { CONN_UNIX, CONN_TCP_NEW, CONN_PEER, CONN_LEADER };
 #define CLOSE_FLUSH_MS 1000    /* a refused client that does not read its error is dropped */
 #define ACCEPT_PAUSE_MS 100    /* out of descriptors: stop accepting for this long */
 
+typedef struct agent agent_t;
+
 typedef struct {
+    agent_t *a;       /* the agent it belongs to */
     int fd;
+    ddl_ev_fd_t *ev;  /* its watcher in the agent's loop */
+    ddl_ev_timer_t *deadline; /* authenticating, or writing a refused client's error */
     int kind;         /* CONN_*: local client, TCP before authentication, a node's link, the link to the leader */
     uint32_t node_id; /* CONN_PEER, CONN_LEADER: the node it speaks for (UINT32_MAX: unknown) */
     uid_t uid;
@@ -76,13 +85,21 @@ typedef struct {
     char text[512];
 } failure_t;
 
-typedef struct {
+struct agent {
     const ddl_agent_opts_t *opts;
+    ddl_evloop_t *loop;       /* the one loop (evloop.h): connections, sockets, deadlines */
+    ddl_ev_fd_t *sfd_ev, *lfd_ev, *tfd_ev; /* signals, the Unix socket, TCP (leader) */
+    ddl_ev_timer_t *beat_t;   /* PEER_BEAT every beat_ms (several nodes) */
+    ddl_ev_timer_t *silence_t, *decide_t, *takeover_t; /* supervised: the next link silence,
+                               * the end of the failure window, of a takeover's wait */
+    ddl_ev_timer_t *pause_t;  /* the end of an accept pause */
+    ddl_ev_timer_t *tick_t;   /* exit_when_done: look once a second */
+    int status;               /* ddl_agent_serve's return */
     char host[DDL_PLACE_LEN]; /* this node's hostname */
     const char *ckpt_dir;     /* DDL_CHECKPOINT_DIR, or NULL */
     int64_t *heard_at;        /* per world rank: last message from it, 0: never */
     peer_t *peers;            /* per node (nnodes entries) */
-    int64_t beat_ms, last_beat;
+    int64_t beat_ms;
     int lfd, sfd, tfd;
     uint8_t *is_local;  /* per world rank: served by this agent */
     uint32_t nlocal;    /* how many */
@@ -132,7 +149,7 @@ typedef struct {
     uint8_t (*nonces)[DDL_AUTH_NONCE]; /* the last NONCE_MEMORY nonces seen in PEER_AUTH */
     uint32_t nonce_next;
     int64_t accept_paused_until; /* out of descriptors: no accept() until then */
-} agent_t;
+};
 
 #define NONCE_MEMORY 256 /* a replayed PEER_AUTH among the last this many is refused */
 
@@ -163,8 +180,10 @@ void conn_error(conn_t *c, int code, const char *text);  /* none to unauthentica
 int limited(void);                                       /* may a stranger's warning be logged */
 int conn_read(agent_t *a, conn_t *c);                    /* -1: drop c */
 int conn_flush(conn_t *c);                               /* -1: drop c */
-int conn_add(agent_t *a, conn_t *c);
+int conn_add(agent_t *a, conn_t *c);                     /* c->fd set: watched from now on */
 void conn_drop(agent_t *a, size_t idx);                  /* a->conns[idx] goes, the last moves in */
+void conn_drop_c(agent_t *a, conn_t *c);                 /* c goes */
+void conns_prepare(agent_t *a);                          /* each round: flush, drop closed, events */
 void do_accept(agent_t *a);
 void do_accept_tcp(agent_t *a);
 

@@ -3,12 +3,14 @@
  * body is buffered (before authentication only a small PEER_AUTH; on an
  * authenticated link the tag before decoding), accepting under limits
  * (unauthenticated connections, descriptors) and dropping a connection
- * with what its end means for the step.
+ * with what its end means for the step.  Each connection is an fd watcher
+ * in the agent's loop (common/evloop.h) with one timer for its deadlines.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,8 @@ void conn_free(conn_t *c)
 {
     if (!c)
         return;
+    ddl_ev_fd_remove(c->ev); /* before its fd closes */
+    ddl_ev_timer_free(c->deadline);
     if (c->fd >= 0)
         close(c->fd);
     free(c->in);
@@ -255,6 +259,53 @@ int conn_flush(conn_t *c)
     return c->close_after_flush ? -1 : 0;
 }
 
+/* conn_ready: c's socket is readable, or closed: read it and handle every
+ * whole frame; what is queued is written by conns_prepare. */
+static void conn_ready(ddl_evloop_t *loop, ddl_ev_fd_t *w, int fd, short re, void *arg)
+{
+    conn_t *c = arg;
+    (void)loop;
+    (void)w;
+    (void)fd;
+    if ((re & (POLLIN | POLLHUP | POLLERR)) && conn_read(c->a, c) < 0)
+        conn_drop_c(c->a, c);
+}
+
+/* conn_arm_deadline: c's timer at the earlier of its deadlines (a TCP
+ * connection that has not authenticated, a refused client's error that is
+ * not being read), or none. */
+static void conn_arm_deadline(conn_t *c)
+{
+    int64_t at = 0;
+    if (c->kind == CONN_TCP_NEW)
+        at = c->opened_ms + HELLO_TIMEOUT_MS + 1;
+    if (c->closing_ms && (!at || c->closing_ms + CLOSE_FLUSH_MS + 1 < at))
+        at = c->closing_ms + CLOSE_FLUSH_MS + 1;
+    if (at)
+        ddl_ev_timer_arm_at(c->deadline, at, 0);
+    else
+        ddl_ev_timer_cancel(c->deadline);
+}
+
+static void conn_deadline(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
+{
+    conn_t *c = arg;
+    int64_t now = ddl_now_ms();
+    (void)loop;
+    (void)t;
+    if (c->kind == CONN_TCP_NEW && now - c->opened_ms > HELLO_TIMEOUT_MS) {
+        if (limited())
+            ddl_warn("dropping a TCP connection from %s that did not authenticate within %d s",
+                     c->ip, HELLO_TIMEOUT_MS / 1000);
+        conn_drop_c(c->a, c);
+    } else if (c->closing_ms && now - c->closing_ms > CLOSE_FLUSH_MS) {
+        conn_drop_c(c->a, c);
+    } else {
+        conn_arm_deadline(c);
+    }
+}
+
+/* conn_add: c (its fd set) joins the agent's connections and loop. */
 int conn_add(agent_t *a, conn_t *c)
 {
     if (a->nconns == a->cap) {
@@ -265,8 +316,54 @@ int conn_add(agent_t *a, conn_t *c)
         a->conns = nc;
         a->cap = cap;
     }
+    c->ev = ddl_ev_fd_add(a->loop, c->fd, POLLIN, conn_ready, c);
+    c->deadline = c->ev ? ddl_ev_timer_new(a->loop, conn_deadline, c) : NULL;
+    if (!c->deadline) {
+        ddl_ev_fd_remove(c->ev);
+        c->ev = NULL;
+        return -1;
+    }
+    c->a = a;
+    conn_arm_deadline(c);
     a->conns[a->nconns++] = c;
     return 0;
+}
+
+/* conns_prepare: before the loop waits (each round): write what is queued
+ * for every connection, drop those closed once written, start the clock
+ * of a refused client's error, and poll each for what it needs. */
+void conns_prepare(agent_t *a)
+{
+    for (size_t i = a->nconns; i-- > 0;) {
+        conn_t *c = a->conns[i];
+        int drop = 0;
+        if (c->out_off < c->out_len)
+            drop = conn_flush(c) < 0;
+        else if (c->close_after_flush)
+            drop = 1;
+        if (drop) {
+            conn_drop(a, i);
+            continue;
+        }
+        if (c->close_after_flush && !c->closing_ms) {
+            c->closing_ms = ddl_now_ms();
+            conn_arm_deadline(c);
+        }
+        /* a connection being closed is not read: only its error is written */
+        short ev = c->close_after_flush ? 0 : POLLIN;
+        if (c->out_off < c->out_len)
+            ev |= POLLOUT;
+        ddl_ev_fd_set_events(c->ev, ev);
+    }
+}
+
+void conn_drop_c(agent_t *a, conn_t *c)
+{
+    for (size_t i = 0; i < a->nconns; i++)
+        if (a->conns[i] == c) {
+            conn_drop(a, i);
+            return;
+        }
 }
 
 void conn_drop(agent_t *a, size_t idx)
@@ -373,8 +470,7 @@ void do_accept_tcp(agent_t *a)
             conn_drop(a, oldest);
         }
         conn_t *c = calloc(1, sizeof *c);
-        if (!c || conn_add(a, c) < 0) {
-            free(c);
+        if (!c) {
             close(fd);
             continue;
         }
@@ -386,6 +482,8 @@ void do_accept_tcp(agent_t *a)
         c->uid = (uid_t)-1;
         if (sa.sin_family != AF_INET || !inet_ntop(AF_INET, &sa.sin_addr, c->ip, sizeof c->ip))
             snprintf(c->ip, sizeof c->ip, "?");
+        if (conn_add(a, c) < 0) /* armed: it must authenticate within HELLO_TIMEOUT_MS */
+            conn_free(c);
     }
 }
 

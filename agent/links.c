@@ -47,7 +47,6 @@ void send_beats(agent_t *a)
     for (size_t i = 0; i < a->nconns; i++)
         if (a->conns[i]->kind == CONN_PEER || a->conns[i]->kind == CONN_LEADER)
             conn_queue(a->conns[i], &m);
-    a->last_beat = ddl_now_ms();
 }
 
 /* handle_beat: another agent is alive; the leader's first beat also says
@@ -221,16 +220,15 @@ int connect_to(agent_t *a, const char *addr, int timeout_ms)
                                     o->node_id, nonce, m.u.peer_welcome.nonce, expect) < 0 ||
                !ddl_auth_equal(expect, m.u.peer_welcome.mac, sizeof expect)) {
         why = "it did not prove that it belongs to this step";
-    } else if (!(c = calloc(1, sizeof *c)) || conn_add(a, c) < 0 ||
+    } else if (!(c = calloc(1, sizeof *c)) ||
                ddl_auth_link_init(&c->link, o->secret, o->secret_len, nonce,
-                                  m.u.peer_welcome.nonce, 1) < 0) {
+                                  m.u.peer_welcome.nonce, 1) < 0 ||
+               (c->fd = fd, conn_add(a, c) < 0)) {
         why = "out of memory or libcrypto failed";
     }
     if (why) {
         if (*why)
             ddl_error("node %u: not linking to the agent at %s: %s", o->node_id, addr, why);
-        if (c && a->nconns && a->conns[a->nconns - 1] == c)
-            a->nconns--;
         free(c);
         ddl_msg_clear(&m);
         close(fd);
@@ -238,7 +236,6 @@ int connect_to(agent_t *a, const char *addr, int timeout_ms)
     }
     uint32_t leader = m.u.peer_welcome.node_id;
     ddl_fd_set_nonblock(fd, 1);
-    c->fd = fd;
     c->kind = CONN_LEADER;
     c->authed = 1;
     c->node_id = leader;

@@ -2,7 +2,8 @@
 # in two convenience libraries split by what they need beyond libc:
 #
 # libddlcommon.la: the logger, helpers, wire protocol, Unix sockets, the
-#   JSON string writer, the heartbeat channel and the shared limits
+#   JSON string writer, the heartbeat channel, the event loop of the agent,
+#   ddlrun and ddl-launch (evloop.c) and the shared limits
 #   (ddl_limits.h).  Needs nothing but libc; libddl is linked with it, so the
 #   library training programs load needs neither hwloc nor libconfuse
 #   (tests/integration/t0023-deps.t checks libddl.so).
@@ -20,6 +21,7 @@ common_libddlcommon_la_SOURCES = \
     common/agent_args.c common/agent_args.h \
     common/env.c common/env.h common/ddl_env.def \
     common/rank_env.c common/rank_env.h \
+    common/evloop.c common/evloop.h \
     common/ddl_limits.h
 common_libddlnode_la_SOURCES = \
     common/topo.c common/topo.h \

@@ -35,6 +35,7 @@
 #include "agent_args.h"
 #include "ddl_version.h"
 #include "ddlrun.h"
+#include "evloop.h"
 #include "log.h"
 #include "proto.h"
 #include "rank_env.h"
@@ -45,6 +46,7 @@ typedef struct {
     int fd;
     char *buf; /* the current partial line */
     size_t len, cap;
+    int rank, outfd; /* whose, and where it goes (stdout, stderr) */
 } outpipe_t;
 
 typedef struct {
@@ -80,6 +82,7 @@ typedef struct {
     int nnodes;       /* the nodes the ranks are told of (--nodes, --spares) */
     int64_t frozen_at; /* --emulate: when frozen nodes were last looked for */
     ddl_topo_env_t *bind; /* per rank: CPU mask and variables; NULL: leave them alone */
+    ddl_ev_timer_t *kill_t; /* SIGKILL at kill_at (supervise) */
 } run_t;
 
 /* agent_of: the agent that serves task i: the only one, or with --emulate
@@ -409,67 +412,108 @@ static void sweep_frozen(run_t *r)
     }
 }
 
+/* The supervision loop (common/evloop.h): the signalfd and, with --label,
+ * every rank's output pipes as fd watchers; the SIGKILL after the grace
+ * period as a timer, and a tick once a second; the prepare hook reaps, sweeps
+ * and ends the loop once every task is gone and every pipe is closed. */
+
+static void on_signals(ddl_evloop_t *loop, ddl_ev_fd_t *w, int fd, short re, void *arg)
+{
+    struct signalfd_siginfo si;
+    (void)loop;
+    (void)w;
+    (void)re;
+    while (read(fd, &si, sizeof si) == sizeof si)
+        on_signal(arg, (int)si.ssi_signo);
+}
+
+static void on_output(ddl_evloop_t *loop, ddl_ev_fd_t *w, int fd, short re, void *arg)
+{
+    outpipe_t *p = arg;
+    (void)loop;
+    (void)fd;
+    (void)re;
+    pump(p, p->rank, p->outfd);
+    if (p->fd < 0) /* closed at its end */
+        ddl_ev_fd_remove(w);
+}
+
+static void on_kill_timer(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
+{
+    run_t *r = arg;
+    (void)loop;
+    (void)t;
+    if (r->kill_at && ddl_now_ms() >= r->kill_at && r->alive > 0) {
+        ddl_warn("%d rank%s still running %.1f s after SIGTERM: sending SIGKILL", r->alive,
+                 r->alive == 1 ? "" : "s", (double)r->o.grace_ms / 1000.0);
+        stop_ranks(r, SIGKILL);
+        r->kill_at = 0;
+    }
+}
+
+/* on_tick: once a second, so that the prepare hook reaps (a SIGCHLD merged
+ * with another signal is not lost) and looks for frozen nodes. */
+static void on_tick(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
+{
+    (void)loop;
+    (void)t;
+    (void)arg;
+}
+
+static void supervise_prepare(ddl_evloop_t *loop, void *arg)
+{
+    run_t *r = arg;
+    reap(r);
+    int open_pipes = 0;
+    for (int i = 0; i < r->ntasks; i++)
+        open_pipes += (r->ranks[i].out[0].fd >= 0) + (r->ranks[i].out[1].fd >= 0);
+    if (r->alive == 0 && open_pipes == 0) {
+        ddl_evloop_stop(loop);
+        return;
+    }
+    /* With every task gone, a pipe kept open by a leftover grandchild
+     * must not keep ddlrun waiting: the agents' groups are swept now. */
+    if (r->alive == 0)
+        for (int k = 0; k < r->nagents; k++)
+            if (r->nodes[k].group > 0)
+                kill(-r->nodes[k].group, SIGKILL);
+    if (r->o.emulate && r->alive > 0)
+        sweep_frozen(r);
+    if (r->kill_at && r->alive > 0)
+        ddl_ev_timer_arm_at(r->kill_t, r->kill_at, 0);
+    else
+        ddl_ev_timer_cancel(r->kill_t);
+}
+
 static void supervise(run_t *r)
 {
-    int np = r->ntasks;
-    struct pollfd *pfds = calloc((size_t)(1 + 2 * np), sizeof *pfds);
-    int *map = calloc((size_t)(1 + 2 * np), sizeof *map);
-    if (!pfds || !map) {
+    ddl_evloop_t *loop = ddl_evloop_new();
+    int ok = loop && ddl_ev_fd_add(loop, r->sfd, POLLIN, on_signals, r) &&
+             (r->kill_t = ddl_ev_timer_new(loop, on_kill_timer, r));
+    ddl_ev_timer_t *tick = ok ? ddl_ev_timer_new(loop, on_tick, r) : NULL;
+    ok = ok && tick;
+    for (int i = 0; ok && i < r->ntasks; i++)
+        for (int s = 0; ok && s < 2; s++) {
+            outpipe_t *p = &r->ranks[i].out[s];
+            p->rank = i;
+            p->outfd = s ? STDERR_FILENO : STDOUT_FILENO;
+            ok = p->fd < 0 || ddl_ev_fd_add(loop, p->fd, POLLIN, on_output, p);
+        }
+    if (ok) {
+        ddl_ev_timer_arm(tick, 1000, 1000);
+        ddl_evloop_set_prepare(loop, supervise_prepare, r);
+        if (ddl_evloop_run(loop) == 0) {
+            ddl_evloop_free(loop);
+            return;
+        }
+        ddl_error("poll: %m");
+    } else {
         ddl_error("out of memory");
-        stop_ranks(r, SIGKILL);
     }
-    for (;;) {
-        int n = 0, open_pipes = 0;
-        if (pfds) {
-            pfds[n++] = (struct pollfd){.fd = r->sfd, .events = POLLIN};
-            for (int i = 0; i < np; i++)
-                for (int s = 0; s < 2; s++)
-                    if (r->ranks[i].out[s].fd >= 0) {
-                        map[n] = i * 2 + s;
-                        pfds[n++] = (struct pollfd){.fd = r->ranks[i].out[s].fd, .events = POLLIN};
-                        open_pipes++;
-                    }
-        }
-        if (r->alive == 0 && open_pipes == 0)
-            break;
-        int timeout = 1000;
-        if (r->kill_at) {
-            int64_t left = r->kill_at - ddl_now_ms();
-            timeout = left < 0 ? 0 : (int)(left < 1000 ? left : 1000);
-        }
-        int rc = pfds ? poll(pfds, (nfds_t)n, timeout) : 0;
-        if (rc < 0 && errno != EINTR) {
-            ddl_error("poll: %m");
-            break;
-        }
-        if (rc > 0 && (pfds[0].revents & POLLIN)) {
-            struct signalfd_siginfo si;
-            while (read(r->sfd, &si, sizeof si) == sizeof si)
-                on_signal(r, (int)si.ssi_signo);
-        }
-        for (int k = 1; rc > 0 && k < n; k++)
-            if (pfds[k].revents) {
-                int i = map[k] / 2, s = map[k] % 2;
-                pump(&r->ranks[i].out[s], i, s ? STDERR_FILENO : STDOUT_FILENO);
-            }
-        reap(r); /* a SIGCHLD merged with another signal is not lost */
-        if (r->kill_at && ddl_now_ms() >= r->kill_at && r->alive > 0) {
-            ddl_warn("%d rank%s still running %.1f s after SIGTERM: sending SIGKILL", r->alive,
-                     r->alive == 1 ? "" : "s", (double)r->o.grace_ms / 1000.0);
-            stop_ranks(r, SIGKILL);
-            r->kill_at = 0;
-        }
-        /* With every task gone, a pipe kept open by a leftover grandchild
-         * must not keep ddlrun waiting: the agents' groups are swept now. */
-        if (r->alive == 0 && open_pipes > 0)
-            for (int k = 0; k < r->nagents; k++)
-                if (r->nodes[k].group > 0)
-                    kill(-r->nodes[k].group, SIGKILL);
-        if (r->o.emulate && r->alive > 0)
-            sweep_frozen(r);
-    }
-    free(pfds);
-    free(map);
+    ddl_evloop_free(loop);
+    stop_ranks(r, SIGKILL); /* and wait for them without the loop */
+    while (r->alive > 0 && poll(NULL, 0, 100) >= 0)
+        reap(r);
 }
 
 /* ---------------------------------------------------------------- the agents */

@@ -167,6 +167,14 @@ INTEGRATION_TESTS += tests/integration/t0019-slurm-recovery.t
 tests/integration/t0019-slurm-recovery.log: tests/integration/t0016-slurm-torch.log
 EXTRA_DIST += tests/slurm/lib-cluster.sh
 
+# The event loop of the agent, ddlrun and ddl-launch (common/evloop.c):
+# fds on pipes and socketpairs, timer order, removal inside callbacks,
+# re-arming, stop, a signalfd.
+check_PROGRAMS += tests/unit/t_evloop
+TESTS += tests/unit/t_evloop
+tests_unit_t_evloop_SOURCES = tests/unit/t_evloop.c tests/tap.h
+tests_unit_t_evloop_LDADD = common/libddlcommon.la
+
 check_PROGRAMS += tests/unit/t_auth tests/unit/t_world tests/unit/t_policy
 TESTS += tests/unit/t_auth tests/unit/t_world tests/unit/t_policy
 tests_unit_t_world_SOURCES = tests/unit/t_world.c agent/world.c agent/world.h tests/tap.h
