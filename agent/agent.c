@@ -66,68 +66,16 @@ void heard_rank(agent_t *a, uint32_t rank)
         a->heard_at[rank] = ddl_now_ms();
 }
 
-static uint32_t age_ms(int64_t at)
-{
-    if (!at)
-        return DDL_HEARD_NEVER;
-    int64_t d = ddl_now_ms() - at;
-    return d < 0 ? 0 : d >= (int64_t)DDL_HEARD_NEVER ? DDL_HEARD_NEVER - 1 : (uint32_t)d;
-}
-
 static void handle_status(agent_t *a, conn_t *c)
 {
-    ddl_msg_t m = {.type = DDL_MSG_STATUS};
-    ddl_rank_info_t *mine = calloc(a->nlocal ? a->nlocal : 1, sizeof *mine);
-    if (!mine) {
+    ddl_msg_t m;
+    if (status_fill(a, &m) < 0) {
         conn_error(c, ENOMEM, "agent out of memory");
         c->close_after_flush = 1;
         return;
     }
-    uint32_t k = 0, np = 0;
-    for (uint32_t r = 0; r < a->opts->size; r++)
-        if (a->is_local[r]) {
-            mine[k] = a->ranks[r];
-            mine[k++].heard_ms = age_ms(a->heard_at[r]);
-        }
-    /* the leader reports every other node, the others their leader */
-    ddl_peer_info_t *peers = calloc(a->opts->nnodes ? a->opts->nnodes : 1, sizeof *peers);
-    if (!peers) {
-        free(mine);
-        conn_error(c, ENOMEM, "agent out of memory");
-        c->close_after_flush = 1;
-        return;
-    }
-    for (uint32_t n = 0; n < a->opts->nnodes; n++) {
-        const peer_t *p = &a->peers[n];
-        if (n == a->opts->node_id || (!a->leader && p->state == DDL_PEER_NONE))
-            continue;
-        ddl_peer_info_t *pi = &peers[np++];
-        pi->node_id = n;
-        pi->state = p->state;
-        pi->heard_ms = age_ms(p->heard_at);
-        snprintf(pi->host, sizeof pi->host, "%s", p->host);
-        snprintf(pi->addr, sizeof pi->addr, "%s", p->addr);
-    }
-    m.u.status.step = (char *)a->opts->step;
-    m.u.status.size = a->w.world; /* with spares, fewer than the tasks */
-    m.u.status.gen = a->gen > a->ag_gen ? a->gen : a->ag_gen;
-    m.u.status.agent_pid = (int32_t)getpid();
-    m.u.status.nranks = k;
-    m.u.status.ranks = mine;
-    m.u.status.node_id = a->opts->node_id;
-    m.u.status.nnodes = a->opts->nnodes;
-    m.u.status.host = a->host;
-    m.u.status.leader = (uint8_t)a->leader;
-    m.u.status.npeers = np;
-    m.u.status.peers = peers;
-    m.u.status.ckpt_dir = (char *)a->ckpt_dir;
-    m.u.status.ckpt_step = -1;
-    m.u.status.ckpt_age_ms = DDL_HEARD_NEVER;
-    ckpt_latest(a->ckpt_dir, &m.u.status.ckpt_step, &m.u.status.ckpt_age_ms);
-    m.u.status.last_failure = a->last_failure[0] ? a->last_failure : NULL;
     conn_queue(c, &m);
-    free(mine);
-    free(peers);
+    status_release(&m);
     c->close_after_flush = 1;
 }
 
@@ -272,6 +220,18 @@ static const char *on_rank_state(agent_t *a, conn_t *c, ddl_msg_t *m)
     return NULL;
 }
 
+static const char *on_progress(agent_t *a, conn_t *c, ddl_msg_t *m)
+{
+    uint32_t rank = m->u.progress.rank;
+    if (c->rank < 0 || (uint32_t)c->rank != rank) {
+        conn_error(c, EPERM, "PROGRESS for a rank this connection did not register");
+        return NULL;
+    }
+    heard_rank(a, rank);
+    progress_note(a, rank, m);
+    return NULL;
+}
+
 static const char *on_failure(agent_t *a, conn_t *c, ddl_msg_t *m)
 {
     handle_failure(a, c, m);
@@ -306,6 +266,7 @@ static const struct {
 } dispatch[] = {
     {DDL_MSG_REGISTER, K(CONN_UNIX), 0, on_register},
     {DDL_MSG_RANK_STATE, K(CONN_UNIX), 0, on_rank_state},
+    {DDL_MSG_PROGRESS, K(CONN_UNIX), 0, on_progress},
     {DDL_MSG_FAILURE, K(CONN_UNIX), 1, on_failure},
     {DDL_MSG_ALLGATHER, K(CONN_UNIX), 0, on_allgather},
     {DDL_MSG_STATUS_REQ, K(CONN_UNIX), 0, on_status},
@@ -556,6 +517,7 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
                 wait = wait < 0 || left < wait ? (int)left : wait;
             }
         }
+        wait = metrics_wait(&a, wait);
         if (poll(pfds, n, wait) < 0) {
             if (errno == EINTR)
                 continue;
@@ -605,6 +567,7 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
             if (a.decide_at && ddl_now_ms() >= a.decide_at && !a.takeover_until)
                 decide(&a);
         }
+        metrics_tick(&a);
         /* Replies queued for connections other than the one that was read. */
         for (size_t i = a.nconns; i-- > 0;)
             if (a.conns[i]->out_off < a.conns[i]->out_len && conn_flush(a.conns[i]) < 0)
@@ -634,6 +597,7 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
         }
     }
 out:
+    metrics_end(&a);
     a.shutting_down = 1;
     if (a.lfd >= 0) {
         unlink(opts->socket_path);

@@ -869,6 +869,7 @@ int main(int argc, char **argv)
                 }
             }
             iter++;
+            ddl_heartbeat(iter); /* the step, for the agents' metrics and hang reports */
             if (opt.ckpt_every && iter % opt.ckpt_every == 0) {
                 if (gpu)
                     gpu_fetch(gpu, params, velocity, stats);
