@@ -345,10 +345,13 @@ int ddl_user_dir_prepare(const char *sys, const char *what, uid_t uid, gid_t gid
     if (set_path(buf, len, err, "%s/%u", sys, (unsigned)uid) < 0)
         return -1;
     snprintf(name, sizeof name, "%u", (unsigned)uid);
-    if (mkdir(sys, 0755) < 0 && errno != EEXIST)
+    int made = mkdir(sys, 0755) == 0;
+    if (!made && errno != EEXIST)
         return ddl_errprintf(err, "cannot create %s: %s", sys, strerror(errno));
     int bfd = open(sys, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
+    if (bfd >= 0 && made)
+        fchmod(bfd, 0755); /* whatever the umask: every user enters it */
     if (bfd < 0 || fstat(bfd, &st) < 0) {
         int e = errno;
         if (bfd >= 0)
@@ -374,6 +377,12 @@ int ddl_user_dir_prepare(const char *sys, const char *what, uid_t uid, gid_t gid
     }
     int fd = openat(bfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     int e = errno;
+    if (fd < 0 && fstatat(bfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+        close(bfd);
+        errno = ELOOP;
+        return ddl_errprintf(err, "cannot prepare %s for uid %u: it is a symbolic link, which "
+                             "ddl does not follow: remove it", buf, (unsigned)uid);
+    }
     close(bfd);
     if (fd < 0 || fchown(fd, uid, gid) < 0 || fchmod(fd, 0700) < 0) {
         if (fd >= 0) {

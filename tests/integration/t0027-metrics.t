@@ -21,14 +21,8 @@
 #     only; --json with --prometheus is bad usage.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 
-PY=""
-for p in ${PYTHON:-} /usr/bin/python3 python3; do
-    if "$p" -c 'import prometheus_client.parser' >/dev/null 2>&1; then
-        PY=$p
-        break
-    fi
-done
-[ -n "$PY" ] || t_skip_all "no python3 with prometheus_client (apt-get install python3-prometheus-client)"
+t_prom_python >/dev/null ||
+    t_skip_all "no python3 with prometheus_client (apt-get install python3-prometheus-client)"
 
 # The worker: a heartbeat with the next step every 0.1 s (about 4-10 steps
 # a second) until the test creates $T_TMP/stop (at most 600 steps); then it
@@ -44,46 +38,6 @@ done
 echo \$i >"$T_TMP/last.\$DDL_RANK"
 EOF
 
-# parse FILE: every sample as "name{label=value,...} value", labels
-# sorted, after the parser has read the whole text; "ERROR ..." if it
-# cannot; also checks the exposition's own rules (see check below).
-cat >"$T_TMP/parse.py" <<'EOF'
-import sys
-from prometheus_client.parser import text_string_to_metric_families
-text = open(sys.argv[1]).read()
-try:
-    fams = list(text_string_to_metric_families(text))
-except Exception as e:
-    print("ERROR", e)
-    sys.exit(1)
-problems = []
-helps = [l.split()[2] for l in text.splitlines() if l.startswith("# HELP ")]
-types = {l.split()[2]: l.split()[3] for l in text.splitlines() if l.startswith("# TYPE ")}
-if len(helps) != len(set(helps)) or set(helps) != set(types):
-    problems.append("HELP/TYPE not once per family")
-for f in fams:
-    if not f.name.startswith("ddl_"):
-        problems.append("no ddl_ prefix: " + f.name)
-    if f.type == "counter" and types.get(f.name + "_total") != "counter":
-        problems.append("counter without _total: " + f.name)
-    for s in f.samples:
-        for l in ("job", "step", "node"):
-            if l not in s.labels:
-                problems.append("%s lacks label %s" % (s.name, l))
-for p in sorted(set(problems)):
-    print("PROBLEM", p)
-for f in fams:
-    for s in f.samples:
-        lab = ",".join("%s=%s" % kv for kv in sorted(s.labels.items()))
-        print("%s{%s} %s" % (s.name, lab, repr(float(s.value))))
-EOF
-parse() { "$PY" "$T_TMP/parse.py" "$1" >"$T_TMP/samples" 2>&1; }
-# value NAME EXTRA-LABELS: the value of a sample ("" if none)
-value() {
-    awk -v n="$1" -v l="${2-}" '{ split($1, a, "{"); lab = substr(a[2], 1, length(a[2]) - 1);
-        if (a[1] == n && (l == "" || index("," lab ",", "," l ",") > 0)) { print $2; exit } }' \
-        "$T_TMP/samples"
-}
 HOST=$(hostname)
 
 # --- 1. status --prometheus during a job ----------------------------------
@@ -96,16 +50,16 @@ JOB=$! # timeout's pid; ddlrun is its child
 i=0
 while [ $i -lt 100 ]; do # the rate needs 2 s of beats
     "$DDL_AGENT" status --prometheus >"$T_TMP/live.prom" 2>"$T_TMP/live.err"
-    parse "$T_TMP/live.prom"
-    r0=$(value ddl_rank_iterations_per_second rank=0)
-    r1=$(value ddl_rank_iterations_per_second rank=1)
-    [ -n "$r0" ] && [ -n "$r1" ] && [ "$(value ddl_ranks state=running)" = 2.0 ] && break
+    t_prom_parse "$T_TMP/live.prom"
+    r0=$(t_prom_value ddl_rank_iterations_per_second rank=0)
+    r1=$(t_prom_value ddl_rank_iterations_per_second rank=1)
+    [ -n "$r0" ] && [ -n "$r1" ] && [ "$(t_prom_value ddl_ranks state=running)" = 2.0 ] && break
     sleep 0.1
     i=$((i + 1))
 done
 "$DDL_AGENT" status --prometheus >"$T_TMP/live.prom" 2>"$T_TMP/live.err"
 t_is $? 0 "ddl-agent status --prometheus exits 0 during the job"
-parse "$T_TMP/live.prom"
+t_prom_parse "$T_TMP/live.prom"
 t_is $? 0 "... prometheus_client's parser reads its output"
 t_is "$(grep -c '^PROBLEM' "$T_TMP/samples")" 0 \
     "... one HELP and TYPE per family, ddl_ names, counters ending in _total, labels job, step, node"
@@ -115,11 +69,11 @@ PID=${ID%% *}
 t_is "$(ps -o comm= -p "${PID:-0}" | sed 's/^lt-//') ${ID#* }" "ddlrun $HOST" \
     "... labelled job=local-PID (ddlrun's pid), step empty, node=$HOST"
 
-t_is "$(value ddl_world_ranks) $(value ddl_ranks state=running) $(value ddl_ranks state=failed)" \
+t_is "$(t_prom_value ddl_world_ranks) $(t_prom_value ddl_ranks state=running) $(t_prom_value ddl_ranks state=failed)" \
     "2.0 2.0 0.0" "... a world of 2 ranks, both running, none failed"
-t_is "$(value ddl_generation) $(value ddl_restarts_total) $(value ddl_failures_total kind=worker-exit)" \
+t_is "$(t_prom_value ddl_generation) $(t_prom_value ddl_restarts_total) $(t_prom_value ddl_failures_total kind=worker-exit)" \
     "0.0 0.0 0.0" "... generation 0, no restart, no failure"
-t_ok "$(awk -v a="$(value ddl_rank_step rank=0)" -v b="$(value ddl_rank_step rank=1)" \
+t_ok "$(awk -v a="$(t_prom_value ddl_rank_step rank=0)" -v b="$(t_prom_value ddl_rank_step rank=1)" \
     'BEGIN { exit !(a >= 1 && b >= 1) }'; echo $?)" \
     "... each rank's last step (ddl_rank_step), 1 or more"
 t_ok "$(awk -v a="$r0" -v b="$r1" 'BEGIN { exit !(a >= 2 && a <= 12 && b >= 2 && b <= 12) }'; echo $?)" \
@@ -136,16 +90,16 @@ sleep 2.2
 m2=$(stat -c %Y.%i "$F" 2>/dev/null)
 t_ok "$([ -n "$m1" ] && [ "$m1" != "$m2" ]; echo $?)" "... replaced (a new file renamed over it) within 2 s"
 cp "$F" "$T_TMP/mid.prom"
-parse "$T_TMP/mid.prom"
-t_is "$?:$(value ddl_step_active):$(value ddl_ranks state=running)" "0:1.0:2.0" \
+t_prom_parse "$T_TMP/mid.prom"
+t_is "$?:$(t_prom_value ddl_step_active):$(t_prom_value ddl_ranks state=running)" "0:1.0:2.0" \
     "... which parses, step active, 2 ranks running"
 touch "$T_TMP/stop"
 wait $JOB
 t_is $? 0 "the job exits 0"
-parse "$F"
-t_is "$?:$(value ddl_step_active):$(value ddl_ranks state=exited)" "0:0.0:2.0" \
+t_prom_parse "$F"
+t_is "$?:$(t_prom_value ddl_step_active):$(t_prom_value ddl_ranks state=exited)" "0:0.0:2.0" \
     "the last file: step no longer active, both ranks exited"
-t_is "$(value ddl_rank_step rank=0) $(value ddl_rank_step rank=1)" \
+t_is "$(t_prom_value ddl_rank_step rank=0) $(t_prom_value ddl_rank_step rank=1)" \
     "$(cat "$T_TMP/last.0").0 $(cat "$T_TMP/last.1").0" "... with each rank's last step"
 t_is "$(ls -A "$MX" | tr '\n' ' ')" "ddl-local-$PID-$HOST.prom " "... and no temporary file is left"
 
@@ -160,12 +114,12 @@ EOF
 DDL_METRICS_DIR="$MX" t_run 60 "$DDLRUN" -n 2 --restarts 1 --checkpoint-dir "$CK" sh "$T_TMP/fail.sh"
 t_status $? 0 "a job whose rank 1 exits 3 once, with --restarts 1, exits 0" "$T_TMP/err"
 F=$(ls "$MX"/ddl-local-*.prom | grep -v "local-$PID-")
-parse "$F"
-t_is "$(value ddl_failures_total kind=worker-exit) $(value ddl_failures_total kind=worker-signal)" \
+t_prom_parse "$F"
+t_is "$(t_prom_value ddl_failures_total kind=worker-exit) $(t_prom_value ddl_failures_total kind=worker-signal)" \
     "1.0 0.0" "its last file: one worker-exit failure, no other"
-t_is "$(value ddl_restarts_total) $(value ddl_generation)" "1.0 1.0" "... one restart, generation 1"
-t_is "$(value ddl_checkpoint_step)" "7.0" "... the checkpoint step of $CK/latest"
-t_ok "$(awk -v a="$(value ddl_checkpoint_age_seconds)" 'BEGIN { exit !(a >= 0 && a < 60) }'; echo $?)" \
+t_is "$(t_prom_value ddl_restarts_total) $(t_prom_value ddl_generation)" "1.0 1.0" "... one restart, generation 1"
+t_is "$(t_prom_value ddl_checkpoint_step)" "7.0" "... the checkpoint step of $CK/latest"
+t_ok "$(awk -v a="$(t_prom_value ddl_checkpoint_age_seconds)" 'BEGIN { exit !(a >= 0 && a < 60) }'; echo $?)" \
     "... and its age in seconds"
 
 # --- 4. refusals -------------------------------------------------------------
@@ -181,7 +135,7 @@ t_is "$(ls -A "$OPEN" | wc -l)" 0 "... and writes nothing there"
 t_run 10 "$DDL_AGENT" status --prometheus
 t_is $? 0 "status --prometheus with no agent exits 0"
 cp "$T_TMP/out" "$T_TMP/none.prom"
-parse "$T_TMP/none.prom"
+t_prom_parse "$T_TMP/none.prom"
 t_is "$?:$(grep -vc '^PROBLEM' "$T_TMP/samples")" "0:0" "... and prints families without samples"
 t_run 10 "$DDL_AGENT" status --json --prometheus
 t_is $? 2 "status --json --prometheus is bad usage (2)"
