@@ -10,9 +10,13 @@
  * waits for its environment from the supervisor, drops PMIX_* and returns
  * to Slurm, which runs the user's program in it; the parent, still the
  * task slurmstepd tracks, execs ddl-launch (same pid) with the job's
- * environment.  task_init runs as the user; before it, as root,
+ * environment.  The tasks also get ddl.conf's log level (DDL_LOG_LEVEL;
+ * debug with --ddl-verbose; the user's own wins), ucx_tls (UCX_TLS unless
+ * the user set it), log_dir (DDL_LOG_DIR=log_dir/UID) and metrics_dir
+ * (DDL_METRICS_DIR).  task_init runs as the user; before it, as root,
  * task_init_privileged makes the user's runtime directory /run/ddl/UID
- * (util.h), which no other user can take first.  At the step's end (as root) it
+ * (util.h), which no other user can take first, and with log_dir the
+ * user's log directory log_dir/UID.  At the step's end (as root) it
  * removes the node agent's socket if the agent could not.  Without --ddl it
  * does nothing.
  *
