@@ -67,68 +67,16 @@ void heard_rank(agent_t *a, uint32_t rank)
         a->heard_at[rank] = ddl_now_ms();
 }
 
-static uint32_t age_ms(int64_t at)
-{
-    if (!at)
-        return DDL_HEARD_NEVER;
-    int64_t d = ddl_now_ms() - at;
-    return d < 0 ? 0 : d >= (int64_t)DDL_HEARD_NEVER ? DDL_HEARD_NEVER - 1 : (uint32_t)d;
-}
-
 static void handle_status(agent_t *a, conn_t *c)
 {
-    ddl_msg_t m = {.type = DDL_MSG_STATUS};
-    ddl_rank_info_t *mine = calloc(a->nlocal ? a->nlocal : 1, sizeof *mine);
-    if (!mine) {
+    ddl_msg_t m;
+    if (status_fill(a, &m) < 0) {
         conn_error(c, ENOMEM, "agent out of memory");
         c->close_after_flush = 1;
         return;
     }
-    uint32_t k = 0, np = 0;
-    for (uint32_t r = 0; r < a->opts->size; r++)
-        if (a->is_local[r]) {
-            mine[k] = a->ranks[r];
-            mine[k++].heard_ms = age_ms(a->heard_at[r]);
-        }
-    /* the leader reports every other node, the others their leader */
-    ddl_peer_info_t *peers = calloc(a->opts->nnodes ? a->opts->nnodes : 1, sizeof *peers);
-    if (!peers) {
-        free(mine);
-        conn_error(c, ENOMEM, "agent out of memory");
-        c->close_after_flush = 1;
-        return;
-    }
-    for (uint32_t n = 0; n < a->opts->nnodes; n++) {
-        const peer_t *p = &a->peers[n];
-        if (n == a->opts->node_id || (!a->leader && p->state == DDL_PEER_NONE))
-            continue;
-        ddl_peer_info_t *pi = &peers[np++];
-        pi->node_id = n;
-        pi->state = p->state;
-        pi->heard_ms = age_ms(p->heard_at);
-        snprintf(pi->host, sizeof pi->host, "%s", p->host);
-        snprintf(pi->addr, sizeof pi->addr, "%s", p->addr);
-    }
-    m.u.status.step = (char *)a->opts->step;
-    m.u.status.size = a->w.world; /* with spares, fewer than the tasks */
-    m.u.status.gen = a->gen > a->ag_gen ? a->gen : a->ag_gen;
-    m.u.status.agent_pid = (int32_t)getpid();
-    m.u.status.nranks = k;
-    m.u.status.ranks = mine;
-    m.u.status.node_id = a->opts->node_id;
-    m.u.status.nnodes = a->opts->nnodes;
-    m.u.status.host = a->host;
-    m.u.status.leader = (uint8_t)a->leader;
-    m.u.status.npeers = np;
-    m.u.status.peers = peers;
-    m.u.status.ckpt_dir = (char *)a->ckpt_dir;
-    m.u.status.ckpt_step = -1;
-    m.u.status.ckpt_age_ms = DDL_HEARD_NEVER;
-    ckpt_latest(a->ckpt_dir, &m.u.status.ckpt_step, &m.u.status.ckpt_age_ms);
-    m.u.status.last_failure = a->last_failure[0] ? a->last_failure : NULL;
     conn_queue(c, &m);
-    free(mine);
-    free(peers);
+    status_release(&m);
     c->close_after_flush = 1;
 }
 
@@ -273,6 +221,18 @@ static const char *on_rank_state(agent_t *a, conn_t *c, ddl_msg_t *m)
     return NULL;
 }
 
+static const char *on_progress(agent_t *a, conn_t *c, ddl_msg_t *m)
+{
+    uint32_t rank = m->u.progress.rank;
+    if (c->rank < 0 || (uint32_t)c->rank != rank) {
+        conn_error(c, EPERM, "PROGRESS for a rank this connection did not register");
+        return NULL;
+    }
+    heard_rank(a, rank);
+    progress_note(a, rank, m);
+    return NULL;
+}
+
 static const char *on_failure(agent_t *a, conn_t *c, ddl_msg_t *m)
 {
     handle_failure(a, c, m);
@@ -307,6 +267,7 @@ static const struct {
 } dispatch[] = {
     {DDL_MSG_REGISTER, K(CONN_UNIX), 0, on_register},
     {DDL_MSG_RANK_STATE, K(CONN_UNIX), 0, on_rank_state},
+    {DDL_MSG_PROGRESS, K(CONN_UNIX), 0, on_progress},
     {DDL_MSG_FAILURE, K(CONN_UNIX), 1, on_failure},
     {DDL_MSG_ALLGATHER, K(CONN_UNIX), 0, on_allgather},
     {DDL_MSG_STATUS_REQ, K(CONN_UNIX), 0, on_status},
@@ -575,6 +536,13 @@ static void on_wake(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
     (void)arg;
 }
 
+static void on_metrics_timer(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
+{
+    (void)loop;
+    (void)t;
+    metrics_tick(arg);
+}
+
 static void arm_at(ddl_ev_timer_t *t, int on, int64_t at)
 {
     if (on)
@@ -621,6 +589,8 @@ static void agent_prepare(ddl_evloop_t *loop, void *arg)
     arm_at(a->silence_t, due >= 0, ddl_now_ms() + due);
     arm_at(a->decide_t, sup && a->decide_at && !a->takeover_until, a->decide_at);
     arm_at(a->takeover_t, sup && a->takeover_until, a->takeover_until);
+    int mx = metrics_wait(a, -1); /* -1: no metrics directory */
+    arm_at(a->metrics_t, mx >= 0, ddl_now_ms() + mx);
     if (o->exit_when_done && all_done(a)) {
         int busy = 0; /* flush what is queued first */
         for (size_t i = 0; i < a->nconns; i++)
@@ -645,7 +615,8 @@ static int watch(agent_t *a)
         !(a->decide_t = ddl_ev_timer_new(l, on_decide_timer, a)) ||
         !(a->takeover_t = ddl_ev_timer_new(l, on_takeover_timer, a)) ||
         !(a->pause_t = ddl_ev_timer_new(l, on_wake, a)) ||
-        !(a->tick_t = ddl_ev_timer_new(l, on_wake, a))) {
+        !(a->tick_t = ddl_ev_timer_new(l, on_wake, a)) ||
+        !(a->metrics_t = ddl_ev_timer_new(l, on_metrics_timer, a))) {
         ddl_error("out of memory");
         return -1;
     }
@@ -679,6 +650,7 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
         a.status = 1;
     }
 out:
+    metrics_end(&a);
     a.shutting_down = 1;
     if (a.lfd >= 0) {
         unlink(opts->socket_path);

@@ -67,10 +67,14 @@ typedef struct {
  * status (0 clean, 1 start-up failure, already logged). */
 int ddl_agent_serve(const ddl_agent_opts_t *opts);
 
+/* The forms of ddl_agent_status's output. */
+enum { DDL_STATUS_TABLE, DDL_STATUS_JSON, DDL_STATUS_PROMETHEUS };
+
 /* ddl_agent_status: query one agent socket (path) or, with path NULL, every
  * agent socket in the caller's runtime directory (all users' when run as
- * root), and print a table or JSON on stdout.  Returns the exit status:
- * 0 (printed, including "no steps"), 1 (an agent refused or failed). */
-int ddl_agent_status(const char *path, int json);
+ * root), and print a table, JSON or Prometheus metrics (format, DDL_STATUS_*)
+ * on stdout.  Returns the exit status: 0 (printed, including "no steps"),
+ * 1 (an agent refused or failed; the metrics of the others are printed). */
+int ddl_agent_status(const char *path, int format);
 
 #endif

@@ -74,6 +74,17 @@ typedef struct {
     char addr[64];
 } peer_t;
 
+/* A rank's progress, from its supervisor's PROGRESS (telemetry.c). */
+typedef struct {
+    uint32_t gen;         /* the worker's generation */
+    int64_t step;         /* its last step, -1: none */
+    uint64_t collectives; /* collectives it started */
+    int64_t last_ms;      /* ddl_now_ms() of the last PROGRESS, 0: none */
+    int64_t ref_step, ref_ms; /* the start of the rate's window */
+    uint32_t rate_milli;  /* steps per second x 1000 */
+    int rate_known;
+} rank_prog_t;
+
 /* A failure as the leader compares them. */
 typedef struct {
     uint32_t gen;
@@ -94,6 +105,7 @@ struct agent {
                                * the end of the failure window, of a takeover's wait */
     ddl_ev_timer_t *pause_t;  /* the end of an accept pause */
     ddl_ev_timer_t *tick_t;   /* exit_when_done: look once a second */
+    ddl_ev_timer_t *metrics_t; /* the next metrics file (telemetry.c) */
     int status;               /* ddl_agent_serve's return */
     char host[DDL_PLACE_LEN]; /* this node's hostname */
     const char *ckpt_dir;     /* DDL_CHECKPOINT_DIR, or NULL */
@@ -149,6 +161,11 @@ struct agent {
     uint8_t (*nonces)[DDL_AUTH_NONCE]; /* the last NONCE_MEMORY nonces seen in PEER_AUTH */
     uint32_t nonce_next;
     int64_t accept_paused_until; /* out of descriptors: no accept() until then */
+    /* telemetry (telemetry.c) */
+    uint32_t failures[DDL_FAIL_CLASS_MAX + 1]; /* per class: detected here or reported by
+                                                * this node's supervisors */
+    rank_prog_t *prog;      /* per world rank, NULL until the first PROGRESS */
+    struct telemetry *mx;   /* the metrics file, NULL until the loop's first call */
 };
 
 #define NONCE_MEMORY 256 /* a replayed PEER_AUTH among the last this many is refused */
@@ -220,5 +237,15 @@ void report_failure(agent_t *a, const failure_t *f);
 void rank_exited(agent_t *a, uint32_t rank, uint32_t gen);
 void stop_here(agent_t *a, const char *why);
 void handle_failure(agent_t *a, conn_t *c, const ddl_msg_t *m);
+
+/* telemetry.c */
+int status_fill(agent_t *a, ddl_msg_t *m);   /* this agent's STATUS; -1 ENOMEM */
+void status_release(ddl_msg_t *m);           /* what status_fill allocated */
+void failure_count(agent_t *a, int cls);     /* one more failure of class cls */
+void progress_note(agent_t *a, uint32_t rank, const ddl_msg_t *m); /* a PROGRESS */
+int metrics_wait(agent_t *a, int wait);      /* a poll timeout (ms, -1: none) cut to the
+                                              * next metrics write */
+void metrics_tick(agent_t *a);               /* write the metrics file when due (file I/O) */
+void metrics_end(agent_t *a);                /* the last write (ddl_step_active 0); frees */
 
 #endif

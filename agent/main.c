@@ -5,7 +5,7 @@
  *                    (--tcp-fd FD | --leader IP:PORT)] [--exit-when-done]
  *                   [--heartbeat MS] [--supervise [--restarts N] [--crash-loop K]
  *                    [--node-timeout MS] [--spares K] [--min-nodes M]] [--host NAME]
- *   ddl-agent status [--socket PATH] [--json]
+ *   ddl-agent status [--socket PATH] [--json | --prometheus]
  *   ddl-agent topo [--input FILE.xml] [--ranks N] [--gpus LIST] [--cpus LIST] [--json]
  *   ddl-agent config --check FILE [--partition NAME]
  *   ddl-agent heartbeat [STEP]
@@ -39,7 +39,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ddl-agent status [--socket PATH] [--json]\n"
+            "usage: ddl-agent status [--socket PATH] [--json | --prometheus]\n"
             "%s"
             "%s"
             "       ddl-agent serve --socket PATH --step ID --size N [--ready-fd FD] "
@@ -56,7 +56,8 @@ static void usage(FILE *f)
             "\n"
             "status   show the ddl steps running on this node: each rank's state, pids,\n"
             "         placement, restarts, last contact and exit status, and the links to\n"
-            "         the step's other nodes (--json for scripts)\n"
+            "         the step's other nodes (--json for scripts, --prometheus for\n"
+            "         Prometheus's text format)\n"
             "topo     show this node's GPUs, NICs and cores, and where ddl would place N\n"
             "         local ranks ('ddl-agent topo --help' for its options)\n"
             "config   check an administrator's ddl.conf and print its effective values\n"
@@ -84,11 +85,12 @@ static int cmd_status(int argc, char **argv)
     static const struct option opts[] = {
         {"socket", required_argument, NULL, 's'},
         {"json", no_argument, NULL, 'j'},
+        {"prometheus", no_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *path = NULL;
-    int json = 0, c;
+    int format = DDL_STATUS_TABLE, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+s:jh", opts, NULL)) != -1) {
         switch (c) {
@@ -96,7 +98,11 @@ static int cmd_status(int argc, char **argv)
             path = optarg;
             break;
         case 'j':
-            json = 1;
+        case 'P':
+            if (format != DDL_STATUS_TABLE && format != (c == 'j' ? DDL_STATUS_JSON
+                                                                  : DDL_STATUS_PROMETHEUS))
+                return bad("status: --json and --prometheus exclude each other");
+            format = c == 'j' ? DDL_STATUS_JSON : DDL_STATUS_PROMETHEUS;
             break;
         case 'h':
             usage(stdout);
@@ -107,7 +113,7 @@ static int cmd_status(int argc, char **argv)
     }
     if (optind < argc)
         return bad("status: unexpected argument '%s'", argv[optind]);
-    return ddl_agent_status(path, json);
+    return ddl_agent_status(path, format);
 }
 
 /* cmd_heartbeat: one progress record to the worker's supervisor, as
@@ -195,6 +201,16 @@ static int cmd_serve(int argc, char **argv)
                    DDL_PROTO_MAX_SECRET, a.secret_fd);
     }
     o.secret = secret;
+    const char *log_dir = ddl_env_str(DDLENV_DDL_LOG_DIR); /* ddl.conf's log_dir, under Slurm */
+    if (log_dir) {
+        char host[DDL_PLACE_LEN] = "?";
+        if (a.host)
+            snprintf(host, sizeof host, "%s", a.host);
+        else
+            gethostname(host, sizeof host - 1);
+        if (ddl_log_open_step(log_dir, a.step, host, &err) < 0)
+            ddl_warn("step %s: no log file: %s", a.step, err.text);
+    }
     rc = ddl_agent_serve(&o);
     free(local);
     return rc;

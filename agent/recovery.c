@@ -259,6 +259,8 @@ void decide(agent_t *a)
 /* leader_failure: the leader takes a failure into the current window. */
 void leader_failure(agent_t *a, const failure_t *f)
 {
+    if (f->cls == DDL_FAIL_NODE)
+        failure_count(a, f->cls); /* this leader's own finding; the others counted theirs */
     if (a->final)
         return;
     if (f->gen != a->gen) {
@@ -283,6 +285,7 @@ void leader_failure(agent_t *a, const failure_t *f)
 /* report_failure: a failure seen here goes to the leader (or is the leader's). */
 void report_failure(agent_t *a, const failure_t *f)
 {
+    failure_count(a, f->cls);
     if (a->leader) {
         leader_failure(a, f);
         return;

@@ -20,6 +20,7 @@
 
 #include "agent.h"
 #include "log.h"
+#include "metrics.h"
 #include "proto.h"
 #include "sock.h"
 
@@ -187,8 +188,14 @@ typedef struct {
     uid_t uid;
 } sock_t;
 
-/* query: 0 printed, -1 failed (message logged). */
-static int query(const sock_t *so, int json, int first)
+/* The answers kept for --prometheus, printed together at the end. */
+typedef struct {
+    ddl_msg_t **list;
+    size_t n;
+} kept_t;
+
+/* query: 0 printed (or, with keep, kept), -1 failed (message logged). */
+static int query(const sock_t *so, int json, int first, kept_t *keep)
 {
     ddl_error_t err;
     ddl_msg_t m;
@@ -225,6 +232,20 @@ static int query(const sock_t *so, int json, int first)
     }
     close(fd);
     int rc = 0;
+    ddl_msg_t *copy = NULL, **nl = NULL;
+    if (m.type == DDL_MSG_STATUS && keep) {
+        if (!(copy = malloc(sizeof *copy)) ||
+            !(nl = realloc(keep->list, (keep->n + 1) * sizeof *nl))) {
+            free(copy);
+            ddl_error("out of memory");
+            ddl_msg_clear(&m);
+            return -1;
+        }
+        *copy = m; /* the answer's allocations go with it */
+        keep->list = nl;
+        keep->list[keep->n++] = copy;
+        return 0;
+    }
     if (m.type == DDL_MSG_STATUS)
         print_step(&m, path, json, first);
     else if (m.type == DDL_MSG_ERROR) {
@@ -295,10 +316,11 @@ static int cmp_sock(const void *a, const void *b)
     return strcmp(((const sock_t *)a)->path, ((const sock_t *)b)->path);
 }
 
-int ddl_agent_status(const char *path, int json)
+int ddl_agent_status(const char *path, int format)
 {
     socks_t ss = {NULL, 0};
-    int failed = 0;
+    kept_t kept = {NULL, 0};
+    int failed = 0, json = format == DDL_STATUS_JSON, prom = format == DDL_STATUS_PROMETHEUS;
 
     if (path) {
         ss.list = malloc(sizeof *ss.list);
@@ -317,11 +339,11 @@ int ddl_agent_status(const char *path, int json)
         qsort(ss.list, ss.n, sizeof *ss.list, cmp_sock);
     if (json)
         printf("[");
-    else if (ss.n == 0)
+    else if (ss.n == 0 && !prom)
         printf("no ddl steps are running on this node\n");
     int printed = 0;
     for (size_t i = 0; i < ss.n; i++) {
-        if (query(&ss.list[i], json, printed == 0) < 0)
+        if (query(&ss.list[i], json, printed == 0, prom ? &kept : NULL) < 0)
             failed = 1;
         else
             printed++;
@@ -332,6 +354,17 @@ int ddl_agent_status(const char *path, int json)
     free(ss.list);
     if (json)
         printf("]\n");
+    /* no agent: no samples, only the families (an empty exposition is valid) */
+    if (prom && ddl_metrics_print(stdout, (const ddl_msg_t *const *)kept.list, kept.n,
+                                  ddl_realtime_ms(), 1) < 0) {
+        ddl_error("cannot write the metrics: %m");
+        failed = 1;
+    }
+    for (size_t i = 0; i < kept.n; i++) {
+        ddl_msg_clear(kept.list[i]);
+        free(kept.list[i]);
+    }
+    free(kept.list);
     fflush(stdout);
     return failed ? 1 : 0;
 }

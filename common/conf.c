@@ -40,7 +40,9 @@
     /* verbosity of ddl's own messages: error, warn, info or debug */                              \
     CFG_STR("log_level", "warn", F),                                                               \
     /* absolute directory for ddl's per-step logs (unset: the job's stderr only) */                \
-    CFG_STR("log_dir", NULL, F)
+    CFG_STR("log_dir", NULL, F),                                                                   \
+    /* absolute directory for the agents' Prometheus metrics files (unset: none) */                \
+    CFG_STR("metrics_dir", NULL, F)
 // clang-format on
 
 typedef struct {
@@ -153,7 +155,8 @@ static int validate_str(cfg_t *cfg, cfg_opt_t *opt)
             cfg_error(cfg, "log_level: '%s' is not error, warn, info or debug", s);
             return -1;
         }
-        if ((strcmp(opt->name, "checkpoint_roots") == 0 || strcmp(opt->name, "log_dir") == 0) &&
+        if ((strcmp(opt->name, "checkpoint_roots") == 0 || strcmp(opt->name, "log_dir") == 0 ||
+             strcmp(opt->name, "metrics_dir") == 0) &&
             !clean_abs_path(s)) {
             cfg_error(cfg, "%s: '%s' is not an absolute path without '.' or '..'", opt->name, s);
             return -1;
@@ -170,8 +173,8 @@ static void set_validators(cfg_t *cfg)
 {
     static const char *const ints[] = {"heartbeat_interval", "node_timeout", "hang_timeout_min",
                                        "hang_timeout_max", "max_restarts"};
-    static const char *const strs[] = {"checkpoint_roots", "bind", "ucx_tls", "log_level",
-                                       "log_dir"};
+    static const char *const strs[] = {"checkpoint_roots", "bind",    "ucx_tls",
+                                       "log_level",        "log_dir", "metrics_dir"};
     char name[64];
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         cfg_set_validate_func(cfg, ints[i], validate_int);
@@ -206,6 +209,7 @@ static int resolve(cfg_t *sec, const ddl_conf_values_t *base, ddl_conf_values_t 
     TAKE_STR("ucx_tls", ucx_tls)
     TAKE_STR("log_level", log_level)
     TAKE_STR("log_dir", log_dir)
+    TAKE_STR("metrics_dir", metrics_dir)
 #undef TAKE_INT
 #undef TAKE_STR
     if (!base || cfg_size(sec, "checkpoint_roots") > 0) {
@@ -262,7 +266,8 @@ static int check_values(const char *path, const char *part, const ddl_conf_value
 
 static const char *const conf_keys[] = {
     "heartbeat_interval", "node_timeout", "hang_timeout_min", "hang_timeout_max", "max_restarts",
-    "checkpoint_roots",   "bind",         "ucx_tls",          "log_level",        "log_dir"};
+    "checkpoint_roots",   "bind",         "ucx_tls",          "log_level",        "log_dir",
+    "metrics_dir"};
 #define N_KEYS (sizeof conf_keys / sizeof conf_keys[0])
 
 enum { T_EOF, T_ERR, T_STR, T_LBRACE, T_RBRACE, T_PUNCT, T_EQ, T_COMMA };
@@ -699,6 +704,7 @@ void ddl_conf_print(const ddl_conf_values_t *v, FILE *f)
     print_str(f, "ucx_tls", v->ucx_tls);
     print_str(f, "log_level", v->log_level);
     print_str(f, "log_dir", v->log_dir);
+    print_str(f, "metrics_dir", v->metrics_dir);
 }
 
 int ddl_conf_checkpoint_allowed(const ddl_conf_values_t *v, const char *dir)

@@ -38,7 +38,8 @@ typedef struct {
     const char *bind;      /* "auto" or "none" */
     const char *ucx_tls;   /* UCX_TLS for the workers, or NULL */
     const char *log_level; /* "error", "warn", "info" or "debug" */
-    const char *log_dir;   /* absolute directory for ddl's logs, or NULL */
+    const char *log_dir;   /* absolute directory for ddl's per-step logs, or NULL */
+    const char *metrics_dir; /* absolute directory for the agents' metrics files, or NULL */
 } ddl_conf_values_t;
 
 typedef struct ddl_conf ddl_conf_t;

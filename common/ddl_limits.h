@@ -59,6 +59,10 @@
 #define DDL_HANG_TIMEOUT_MIN_MS 100
 #define DDL_HANG_TIMEOUT_MAX_S 86400
 
+/* Between two writes of an agent's metrics file (DDL_METRICS_INTERVAL_S). */
+#define DDL_METRICS_INTERVAL_DEFAULT_S 5
+#define DDL_METRICS_INTERVAL_MAX_S 3600
+
 /* After SIGTERM, the wait before SIGKILL (ddlrun --grace, DDL_GRACE_MS). */
 #define DDL_GRACE_MAX_MS 600000
 #define DDL_GRACE_DEFAULT_MS 5000

@@ -13,6 +13,8 @@
 
 #include <stdarg.h>
 
+#include "util.h"
+
 typedef enum {
     DDL_LOG_ERROR = 0,
     DDL_LOG_WARN = 1,
@@ -33,6 +35,17 @@ ddl_log_level_t ddl_log_get_level(void);
 
 /* ddl_log_parse_level: "warn" or "1" -> DDL_LOG_WARN; -1 if not a level. */
 int ddl_log_parse_level(const char *text);
+
+/* ddl_log_open_step: also append every line that passes the level to
+ * DIR/step-STEP.HOST.log (DDL_LOG_DIR: the per-step logs of the agents and
+ * supervisors), each starting with the wall-clock time and the pid.  dir is
+ * opened as safefile.h's ddl_dir_open does (created 0700 if missing, owned
+ * by the caller and writable by nobody else, no link followed in a shared
+ * directory); the file is opened with O_APPEND | O_NOFOLLOW, created 0600,
+ * and must be a plain file of the caller with one link.  0, or -1 with
+ * errno and err (the log goes on to stderr only).  Call it once, before
+ * other threads log. */
+int ddl_log_open_step(const char *dir, const char *step, const char *host, ddl_error_t *err);
 
 void ddl_log(ddl_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -37,7 +37,7 @@ const char *ddl_msg_type_str(int type)
                                         "ALLGATHER", "ALLGATHER_RESULT", "STATUS_REQ",
                                         "STATUS", "ACK", "PEER_HELLO", "NODE_GATHER",
                                         "PEER_BEAT", "FAILURE", "GENERATION", "ROSTER",
-                                        "PEER_AUTH", "PEER_WELCOME"};
+                                        "PEER_AUTH", "PEER_WELCOME", "PROGRESS"};
     return type >= DDL_MSG_ERROR && type <= DDL_MSG_TYPE_MAX ? names[type] : "unknown";
 }
 
@@ -275,6 +275,15 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
         w_i64(&w, u->status.ckpt_step);
         w_u32(&w, u->status.ckpt_age_ms);
         w_str(&w, u->status.last_failure);
+        for (uint32_t i = 0; i < u->status.nranks && !w.failed; i++) { /* minor 6 */
+            const ddl_rank_info_t *r = &u->status.ranks[i];
+            w_i64(&w, r->step);
+            w_i64(&w, (int64_t)r->collectives);
+            w_u32(&w, r->rate_milli);
+        }
+        w_u32(&w, DDL_FAIL_CLASS_MAX);
+        for (uint32_t i = 1; i <= DDL_FAIL_CLASS_MAX; i++)
+            w_u32(&w, u->status.failures[i]);
         break;
     case DDL_MSG_PEER_HELLO:
         w_str(&w, u->peer_hello.step);
@@ -292,6 +301,12 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
         w_str(&w, u->peer_auth.listen);
         w_blob(&w, u->peer_auth.nonce, DDL_PROTO_NONCE_LEN);
         w_blob(&w, u->peer_auth.mac, DDL_PROTO_MAC_LEN);
+        break;
+    case DDL_MSG_PROGRESS:
+        w_u32(&w, u->progress.rank);
+        w_u32(&w, u->progress.gen);
+        w_i64(&w, u->progress.step);
+        w_i64(&w, (int64_t)u->progress.collectives);
         break;
     case DDL_MSG_PEER_WELCOME:
         w_u32(&w, u->peer_welcome.node_id);
@@ -664,6 +679,8 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
             ri->pid = r_i32(&r, "pid");
             ri->wpid = r_i32(&r, "worker pid");
             ri->wstatus = r_i32(&r, "wait status");
+            ri->step = -1; /* unknown unless minor 6 says */
+            ri->rate_milli = DDL_RATE_UNKNOWN;
         }
         u->status.nnodes = 1;
         if (!r.what && r.left >= 8) { /* minor 1 */
@@ -714,8 +731,30 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
                 u->status.last_failure = NULL;
             }
         }
+        if (r.what || nomem || r.left == 0)
+            break;
+        /* minor 6 */
+        for (uint32_t i = 0; i < n && !r.what; i++) {
+            ddl_rank_info_t *ri = &u->status.ranks[i];
+            ri->step = r_i64(&r, "rank step");
+            ri->collectives = (uint64_t)r_i64(&r, "rank collectives");
+            ri->rate_milli = r_u32(&r, "rank rate");
+        }
+        uint32_t nc = r_u32(&r, "failure class count");
+        /* a newer agent may know more classes: those are skipped */
+        for (uint32_t i = 1; i <= nc && !r.what; i++) {
+            uint32_t v = r_u32(&r, "failure count");
+            if (i <= DDL_FAIL_CLASS_MAX)
+                u->status.failures[i] = v;
+        }
         break;
     }
+    case DDL_MSG_PROGRESS:
+        u->progress.rank = r_u32(&r, "rank");
+        u->progress.gen = r_u32(&r, "generation");
+        u->progress.step = r_i64(&r, "step");
+        u->progress.collectives = (uint64_t)r_i64(&r, "collectives");
+        break;
     case DDL_MSG_PEER_HELLO: {
         const uint8_t *p;
         u->peer_hello.step = r_str(&r, "step", &nomem);

@@ -27,7 +27,7 @@
 
 #define DDL_PROTO_MAGIC 0x44444c77u /* "DDLw" */
 #define DDL_PROTO_MAJOR 1
-#define DDL_PROTO_MINOR 5
+#define DDL_PROTO_MINOR 6
 #define DDL_PROTO_HDR_LEN 12
 #define DDL_PROTO_MAX_BODY (64u << 20)
 #define DDL_PROTO_MAX_STR 4096u
@@ -50,8 +50,9 @@ typedef enum {
     DDL_MSG_ROSTER = 14,          /* leader agent -> agents: where every agent listens (minor 3) */
     DDL_MSG_PEER_AUTH = 15,       /* agent -> listening agent (TCP): claims, nonce, MAC (minor 5) */
     DDL_MSG_PEER_WELCOME = 16,    /* listening agent -> agent: its nonce and MAC (minor 5) */
+    DDL_MSG_PROGRESS = 17,        /* ddl-launch -> agent: the worker's last heartbeat (minor 6) */
 } ddl_msg_type_t;
-#define DDL_MSG_TYPE_MAX DDL_MSG_PEER_WELCOME
+#define DDL_MSG_TYPE_MAX DDL_MSG_PROGRESS
 
 /* PEER_AUTH and PEER_WELCOME: sizes of the nonces and MACs (agent/auth.h),
  * and the largest PEER_AUTH body a listening agent reads from a connection
@@ -111,7 +112,15 @@ typedef struct {
     char nic[DDL_PLACE_LEN];  /* its NIC, "" none */
     uint32_t restarts;        /* times the worker was restarted */
     uint32_t heard_ms;        /* ms since the agent last heard from the rank (DDL_HEARD_NEVER) */
+    /* minor 6 (-1, 0 and DDL_RATE_UNKNOWN from older agents): the worker's
+     * progress, from its heartbeats (PROGRESS) */
+    int64_t step;             /* its last ddl_heartbeat() step, -1: none */
+    uint64_t collectives;     /* collectives it started (this generation's worker) */
+    uint32_t rate_milli;      /* steps per second x 1000 over the last few seconds */
 } ddl_rank_info_t;
+
+/* "not known" in ddl_rank_info_t.rate_milli. */
+#define DDL_RATE_UNKNOWN UINT32_MAX
 
 /* An agent's view of its link to another node's agent (minor 2). */
 typedef enum {
@@ -183,6 +192,10 @@ typedef struct {
             uint32_t ckpt_age_ms;   /* since that commit (DDL_HEARD_NEVER: unknown) */
             /* minor 3 (NULL from older agents): */
             char *last_failure;     /* the step's last failure and its decision, NULL none */
+            /* minor 6 (0 from older agents): failures this agent detected
+             * or its supervisors reported, per class (index: ddl_fail_class_t;
+             * the leader also counts the nodes it lost) */
+            uint32_t failures[DDL_FAIL_CLASS_MAX + 1];
         } status;
         struct {
             char *step;
@@ -210,6 +223,12 @@ typedef struct {
             uint32_t gen;     /* its generation */
             char *host;       /* its hostname */
         } peer_beat;
+        struct {
+            uint32_t rank;        /* the supervisor's rank (as registered) */
+            uint32_t gen;         /* the worker's generation */
+            int64_t step;         /* its last ddl_heartbeat() step, -1: none */
+            uint64_t collectives; /* collectives it started */
+        } progress;
         struct {
             uint32_t gen;     /* generation in which it failed */
             uint32_t rank;    /* UINT32_MAX for a whole node */

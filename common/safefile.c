@@ -34,7 +34,8 @@ int ddl_dir_check(int fd, const char *path, uid_t uid, const char *what, ddl_err
     return 0;
 }
 
-int ddl_dir_open(const char *path, int create, const char *what, ddl_error_t *err)
+/* dir_walk: ddl_dir_open without the check of the directory itself. */
+static int dir_walk(const char *path, int create, const char *what, ddl_error_t *err)
 {
     char buf[PATH_MAX], *save = NULL;
     uid_t me = geteuid();
@@ -98,18 +99,46 @@ int ddl_dir_open(const char *path, int create, const char *what, ddl_error_t *er
                              "permissions", create ? "create" : "open", what, path, upto, path,
                              strerror(e), e);
     }
-    if (ddl_dir_check(cur, path, me, what, err) < 0) {
-        int e = errno;
-        close(cur);
-        errno = e;
-        return -1;
-    }
     return cur;
 fail:;
     int e = errno;
     close(cur);
     errno = e;
     return ddl_errprintf(err, "cannot open %s %s: %s (errno %d)", what, path, strerror(e), e);
+}
+
+int ddl_dir_open(const char *path, int create, const char *what, ddl_error_t *err)
+{
+    int fd = dir_walk(path, create, what, err);
+    if (fd >= 0 && ddl_dir_check(fd, path, geteuid(), what, err) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int ddl_dir_open_shared(const char *path, const char *what, ddl_error_t *err)
+{
+    struct stat st;
+    int fd = dir_walk(path, 0, what, err);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return ddl_errprintf(err, "cannot check %s %s: %s", what, path, strerror(e));
+    }
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+        close(fd);
+        errno = EPERM;
+        return ddl_errprintf(err, "%s %s has mode %04o: others may write it but it is not "
+                             "sticky, so they could replace ddl's files: run 'chmod +t %s'",
+                             what, path, (unsigned)(st.st_mode & 07777), path);
+    }
+    return fd;
 }
 
 int ddl_tmp_openat(int dfd, const char *prefix, char *name, size_t len)

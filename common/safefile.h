@@ -35,6 +35,15 @@ int ddl_dir_check(int fd, const char *path, uid_t uid, const char *what, ddl_err
  * ELOOP: a link where none may be) and err naming the component. */
 int ddl_dir_open(const char *path, int create, const char *what, ddl_error_t *err);
 
+/* ddl_dir_open_shared: open an existing directory that other users may
+ * share (node_exporter's textfile directory), walking path as
+ * ddl_dir_open does (no symbolic link followed inside a directory others
+ * can write).  The directory may be writable by others only if it is
+ * sticky (mode 1777 like /tmp), so that nobody else can rename or remove
+ * the files ddl puts there.  Returns its descriptor (O_CLOEXEC); -1 with
+ * errno (ENOENT, EPERM, ELOOP...) and err. */
+int ddl_dir_open_shared(const char *path, const char *what, ddl_error_t *err);
+
 /* ddl_tmp_openat: create a new file "PREFIX.XXXXXXXXXXXX" (twelve random
  * hex digits) in dfd with O_EXCL | O_NOFOLLOW, mode 0600, open for writing;
  * its name goes to name (len bytes).  Returns the descriptor (O_CLOEXEC);

@@ -338,31 +338,36 @@ void ddl_runtime_dirs(uid_t uid, void (*fn)(void *ctx, const char *dir, uid_t ow
     each_in("/tmp", "ddl-", 1, "", uid, fn, ctx);
 }
 
-int ddl_runtime_dir_prepare(uid_t uid, gid_t gid, char *buf, size_t len, ddl_error_t *err)
+int ddl_user_dir_prepare(const char *sys, const char *what, uid_t uid, gid_t gid, char *buf,
+                         size_t len, ddl_error_t *err)
 {
-    const char *sys = ddl_runtime_system_base();
     char name[32];
     if (set_path(buf, len, err, "%s/%u", sys, (unsigned)uid) < 0)
         return -1;
     snprintf(name, sizeof name, "%u", (unsigned)uid);
-    if (mkdir(sys, 0755) < 0 && errno != EEXIST)
+    int made = mkdir(sys, 0755) == 0;
+    if (!made && errno != EEXIST)
         return ddl_errprintf(err, "cannot create %s: %s", sys, strerror(errno));
     int bfd = open(sys, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
+    if (bfd >= 0 && made)
+        fchmod(bfd, 0755); /* whatever the umask: every user enters it */
     if (bfd < 0 || fstat(bfd, &st) < 0) {
         int e = errno;
         if (bfd >= 0)
             close(bfd);
         errno = e;
-        return ddl_errprintf(err, "cannot open %s: %s (it must be a directory, not a link)", sys,
-                             strerror(e));
+        return ddl_errprintf(err, "cannot open %s%s%s: %s (it must be a directory, not a link)",
+                             what ? what : "", what ? " " : "", sys, strerror(e));
     }
     if (st.st_uid != 0 || (st.st_mode & 0022)) {
         close(bfd);
         errno = EPERM;
-        return ddl_errprintf(err, "%s is owned by uid %u with mode %04o: it must be root's and "
-                             "writable by nobody else: remove it", sys, (unsigned)st.st_uid,
-                             (unsigned)(st.st_mode & 07777));
+        return ddl_errprintf(err, "%s%s%s is owned by uid %u with mode %04o: it must be root's and "
+                             "writable by nobody else: %s", what ? what : "", what ? " " : "",
+                             sys, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+                             what ? "fix it (chown root, chmod go-w) or name another directory"
+                                  : "remove it");
     }
     if (mkdirat(bfd, name, 0700) < 0 && errno != EEXIST) {
         int e = errno;
@@ -372,6 +377,12 @@ int ddl_runtime_dir_prepare(uid_t uid, gid_t gid, char *buf, size_t len, ddl_err
     }
     int fd = openat(bfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     int e = errno;
+    if (fd < 0 && fstatat(bfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+        close(bfd);
+        errno = ELOOP;
+        return ddl_errprintf(err, "cannot prepare %s for uid %u: it is a symbolic link, which "
+                             "ddl does not follow: remove it", buf, (unsigned)uid);
+    }
     close(bfd);
     if (fd < 0 || fchown(fd, uid, gid) < 0 || fchmod(fd, 0700) < 0) {
         if (fd >= 0) {
@@ -384,6 +395,11 @@ int ddl_runtime_dir_prepare(uid_t uid, gid_t gid, char *buf, size_t len, ddl_err
     }
     close(fd);
     return 0;
+}
+
+int ddl_runtime_dir_prepare(uid_t uid, gid_t gid, char *buf, size_t len, ddl_error_t *err)
+{
+    return ddl_user_dir_prepare(ddl_runtime_system_base(), NULL, uid, gid, buf, len, err);
 }
 
 const char *ddl_signal_name(int sig, char *buf, size_t len)

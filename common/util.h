@@ -89,6 +89,15 @@ const char *ddl_runtime_system_base(void);
  * the Slurm plugin.  0, or -1 with errno and err. */
 int ddl_runtime_dir_prepare(uid_t uid, gid_t gid, char *buf, size_t len, ddl_error_t *err);
 
+/* ddl_user_dir_prepare: the same in any base (ddl.conf's log_dir): as root,
+ * make base if it is missing (0755; its parent must exist), refuse a base
+ * that is a link, not root's or writable by group or others, and make
+ * base/UID (0700, owned by uid:gid; an existing one is opened without
+ * following a link and given to uid:gid again); the path goes to buf.
+ * what names base in messages ("log_dir").  0, or -1 with errno and err. */
+int ddl_user_dir_prepare(const char *base, const char *what, uid_t uid, gid_t gid, char *buf,
+                         size_t len, ddl_error_t *err);
+
 /* ddl_signal_name: "SIGKILL" for 9, "signal 70" for unknown numbers;
  * returns buf. */
 const char *ddl_signal_name(int sig, char *buf, size_t len);

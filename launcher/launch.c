@@ -115,6 +115,42 @@ static void beats_read(beats_t *b)
     }
 }
 
+/* The last heartbeat record passed on to the agent (PROGRESS), for its
+ * metrics and `status`: at most one a second. */
+#define PROGRESS_EVERY_MS 1000
+static struct {
+    int64_t sent_ms;
+    ddl_beat_rec_t sent;
+    int pending; /* a newer record waits for its turn */
+} progress = {.sent = {.step = -1}};
+
+/* progress_send: tell the agent the worker's last heartbeat when it is new
+ * and the last PROGRESS is at least PROGRESS_EVERY_MS old, or now_or_never
+ * (the worker has ended). */
+static void progress_send(beats_t *b, int now_or_never)
+{
+    if (agent_fd < 0 || !b->last_ms ||
+        (b->last.collectives == progress.sent.collectives && b->last.step == progress.sent.step)) {
+        progress.pending = 0;
+        return;
+    }
+    int64_t now = ddl_now_ms();
+    if (progress.sent_ms && now - progress.sent_ms < PROGRESS_EVERY_MS && !now_or_never) {
+        progress.pending = 1;
+        return;
+    }
+    ddl_msg_t m = {.type = DDL_MSG_PROGRESS};
+    m.u.progress.rank = (uint32_t)rank;
+    m.u.progress.gen = cur_gen;
+    m.u.progress.step = b->last.step;
+    m.u.progress.collectives = b->last.collectives;
+    if (ddl_proto_send(agent_fd, &m) < 0)
+        ddl_debug("rank %ld: cannot report progress to the agent: %m", rank);
+    progress.sent = b->last;
+    progress.sent_ms = now;
+    progress.pending = 0;
+}
+
 /* proc_line: the first line of /proc/PID/NAME, or "?". */
 static void proc_line(pid_t pid, const char *name, char *buf, size_t len)
 {
@@ -811,6 +847,7 @@ static void on_kill_timer(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
 static int sup_round(sup_t *s)
 {
     int64_t now = ddl_now_ms();
+    progress_send(&beats, 0);
     if (beat_path[0] && beats.last_ms) { /* the worker has it open: no name needed */
         unlink(beat_path);
         beat_path[0] = '\0';
@@ -850,6 +887,9 @@ static int sup_round(sup_t *s)
     int st;
     while ((w = waitpid(-1, &st, WNOHANG)) > 0)
         if (w == s->wpid) {
+            if (beats.fd >= 0)
+                beats_read(&beats); /* its last records */
+            progress_send(&beats, 1);
             s->status = st;
             s->wpid = 0;
             s->kill_at = 0;
@@ -907,6 +947,8 @@ static void sup_prepare(ddl_evloop_t *loop, void *arg)
         wake = s->respawn_at; /* the backoff before a restart, a spare's activation */
     if (s->wait_decision && !s->captured && s->wpid && (!wake || ddl_now_ms() + 20 < wake))
         wake = ddl_now_ms() + 20; /* look for the worker's exec */
+    if (progress.pending && (!wake || progress.sent_ms + PROGRESS_EVERY_MS < wake))
+        wake = progress.sent_ms + PROGRESS_EVERY_MS; /* a newer heartbeat for the agent */
     if (wake)
         ddl_ev_timer_arm_at(s->wake_t, wake, 0);
     else
@@ -980,6 +1022,28 @@ static int supervise(pid_t wpid, int idle, int agent_decides, pid_t agent, int s
     return 1;
 }
 
+/* open_step_log: with DDL_LOG_DIR (ddl.conf's log_dir under Slurm), this
+ * supervisor's messages also go to the step's log on this node, the file
+ * its agent writes too (log.h). */
+static void open_step_log(int slurm)
+{
+    const char *dir = ddl_env_str(DDLENV_DDL_LOG_DIR);
+    char step[64], host[256] = "?";
+    ddl_error_t err;
+    if (!dir)
+        return;
+    const char *job = getenv("SLURM_JOB_ID"), *st = getenv("SLURM_STEP_ID");
+    if (!st)
+        st = getenv("SLURM_STEPID");
+    if (slurm)
+        snprintf(step, sizeof step, "%s.%s", job ? job : "?", st ? st : "?");
+    else
+        snprintf(step, sizeof step, "%s", ddl_env_str(DDLENV_DDL_STEP_ID) ?: "?");
+    gethostname(host, sizeof host - 1);
+    if (ddl_log_open_step(dir, step, host, &err) < 0)
+        ddl_warn("step %s: no log file: %s", step, err.text);
+}
+
 int main(int argc, char **argv)
 {
     sigset_t mask, none;
@@ -1002,6 +1066,8 @@ int main(int argc, char **argv)
             close_range(3, (unsigned)efd_arg - 1, 0);
         close_range((unsigned)efd_arg + 1, ~0U, 0);
     }
+    if (slurm || node)
+        open_step_log(slurm);
     if (argc > 1 && strcmp(argv[1], "--") == 0)
         first = 2;
     if (node)

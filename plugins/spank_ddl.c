@@ -10,9 +10,13 @@
  * waits for its environment from the supervisor, drops PMIX_* and returns
  * to Slurm, which runs the user's program in it; the parent, still the
  * task slurmstepd tracks, execs ddl-launch (same pid) with the job's
- * environment.  task_init runs as the user; before it, as root,
+ * environment.  The tasks also get ddl.conf's log level (DDL_LOG_LEVEL;
+ * debug with --ddl-verbose; the user's own wins), ucx_tls (UCX_TLS unless
+ * the user set it), log_dir (DDL_LOG_DIR=log_dir/UID) and metrics_dir
+ * (DDL_METRICS_DIR).  task_init runs as the user; before it, as root,
  * task_init_privileged makes the user's runtime directory /run/ddl/UID
- * (util.h), which no other user can take first.  At the step's end (as root) it
+ * (util.h), which no other user can take first, and with log_dir the
+ * user's log directory log_dir/UID.  At the step's end (as root) it
  * removes the node agent's socket if the agent could not.  Without --ddl it
  * does nothing.
  *
@@ -161,6 +165,34 @@ static int srun_no_kill(void)
     return 0;
 }
 
+/* log_level_of: the level of ddl's messages in the step's tasks: the
+ * user's DDL_LOG_LEVEL, else debug with --ddl-verbose, else log_level. */
+static const char *log_level_of(const ddl_conf_values_t *v, const char *user)
+{
+    return user && *user ? user : ddl_opt.verbose ? "debug" : v->log_level;
+}
+
+/* verbose_summary: --ddl-verbose in srun: what the step will run with. */
+static void verbose_summary(const ddl_conf_values_t *v, const char *part)
+{
+    const char *ucx = getenv("UCX_TLS");
+    slurm_info("ddl: settings of this step (%s%s%s): restarts %ld, spares %ld, min nodes %ld, "
+               "heartbeat %ld s, node timeout %ld s, hang timeout %ld s, bind %s, checkpoint "
+               "dir %s, log level %s, log dir %s, metrics dir %s, UCX_TLS %s%s",
+               ddl_conf_file, part ? ", partition " : "", part ? part : "",
+               ddl_opt.restarts >= 0 ? ddl_opt.restarts : v->max_restarts,
+               ddl_opt.spares > 0 ? ddl_opt.spares : 0, ddl_opt.min_nodes > 0 ? ddl_opt.min_nodes : 0,
+               ddl_opt.heartbeat_s >= 0 ? ddl_opt.heartbeat_s : v->heartbeat_interval,
+               v->node_timeout, ddl_opt.hang_timeout_s >= 0 ? ddl_opt.hang_timeout_s
+                                                            : v->hang_timeout_max,
+               ddl_opt.bind[0] ? ddl_opt.bind : v->bind,
+               ddl_opt.checkpoint_dir[0] ? ddl_opt.checkpoint_dir : "(none)",
+               log_level_of(v, getenv("DDL_LOG_LEVEL")), v->log_dir ? v->log_dir : "(none)",
+               v->metrics_dir ? v->metrics_dir : "(none)",
+               ucx && *ucx ? ucx : v->ucx_tls ? v->ucx_tls : "(UCX's choice)",
+               ucx && *ucx ? " (yours)" : "");
+}
+
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
     (void)ac;
@@ -172,7 +204,8 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         return -1;
     }
     char part[128];
-    const ddl_conf_values_t *v = ddl_conf_get(ddl_conf, job_partition(sp, part, sizeof part));
+    const char *part_name = job_partition(sp, part, sizeof part);
+    const ddl_conf_values_t *v = ddl_conf_get(ddl_conf, part_name);
     if (ddl_opt.restarts > v->max_restarts) {
         slurm_error("ddl: --ddl-restarts: %ld is more than this site allows (max_restarts = %ld "
                     "in %s)",
@@ -197,6 +230,8 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
                     ddl_opt.checkpoint_dir, ddl_conf_file);
         return -1;
     }
+    if (spank_context() == S_CTX_LOCAL && ddl_opt.verbose)
+        verbose_summary(v, part_name);
     if (spank_context() == S_CTX_LOCAL && (ddl_opt.spares > 0 || ddl_opt.min_nodes > 0) &&
         !srun_no_kill())
         slurm_info("ddl: warning: --ddl-spares and --ddl-min-nodes recover from a lost node "
@@ -329,26 +364,79 @@ static int wrap_task(spank_t sp)
     _exit(127);
 }
 
-/* As root, before task_init: the user's runtime directory (util.h). */
+/* As root, before task_init: the user's runtime directory (util.h) and,
+ * with log_dir, the user's directory of per-step logs in it, log_dir/UID
+ * (0700, the job owner's), in which the user's ddl-launch and ddl-agent
+ * create their files themselves (O_NOFOLLOW). */
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
     (void)ac;
     (void)av;
     uid_t uid;
     gid_t gid;
-    char dir[PATH_MAX], base[8];
+    char dir[PATH_MAX], base[8], part[128];
     ddl_error_t err;
-    if (!ddl_opt.enabled || ddl_skip_step || spank_context() != S_CTX_REMOTE || getuid() != 0 ||
-        spank_getenv(sp, "DDL_RUNTIME_DIR", base, sizeof base) != ESPANK_ENV_NOEXIST)
-        return 0; /* DDL_RUNTIME_DIR (set or too long to read): the user's choice */
+    if (!ddl_opt.enabled || ddl_skip_step || !ddl_conf || spank_context() != S_CTX_REMOTE ||
+        getuid() != 0)
+        return 0;
     if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS) {
         slurm_error("ddl: cannot read the job's uid and gid");
         return -1;
     }
-    if (ddl_runtime_dir_prepare(uid, gid, dir, sizeof dir, &err) < 0) {
+    /* DDL_RUNTIME_DIR (set or too long to read): the user's choice */
+    if (spank_getenv(sp, "DDL_RUNTIME_DIR", base, sizeof base) == ESPANK_ENV_NOEXIST &&
+        ddl_runtime_dir_prepare(uid, gid, dir, sizeof dir, &err) < 0) {
         slurm_error("ddl: %s", err.text);
         return -1;
+    }
+    const ddl_conf_values_t *v = ddl_conf_get(ddl_conf, job_partition(sp, part, sizeof part));
+    if (v->log_dir &&
+        ddl_user_dir_prepare(v->log_dir, "log_dir", uid, gid, dir, sizeof dir, &err) < 0) {
+        slurm_error("ddl: %s (%s)", err.text, ddl_conf_file);
+        return -1;
+    }
+    return 0;
+}
+
+/* apply_outputs: the task's log level (DDL_LOG_LEVEL: the user's, else
+ * debug with --ddl-verbose, else log_level), its UCX transports (UCX_TLS
+ * from ucx_tls unless the user set it: only the workers use UCX), the
+ * per-step logs (DDL_LOG_DIR, the directory task_init_privileged made) and
+ * the metrics directory (DDL_METRICS_DIR). */
+static int apply_outputs(spank_t sp, const ddl_conf_values_t *v)
+{
+    char user[32], log_dir[PATH_MAX] = "";
+    uid_t uid;
+    if (v->log_dir && (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+                       snprintf(log_dir, sizeof log_dir, "%s/%u", v->log_dir, (unsigned)uid) >=
+                           (int)sizeof log_dir)) {
+        slurm_error("ddl: log_dir %s: cannot name the job owner's directory in it", v->log_dir);
+        return -1;
+    }
+    spank_err_t rc = spank_getenv(sp, "DDL_LOG_LEVEL", user, sizeof user);
+    if (rc != ESPANK_SUCCESS || !user[0]) /* too long to read: not a level either */
+        user[0] = '\0';
+    if (set_env(sp, "DDL_LOG_LEVEL", log_level_of(v, user)) < 0)
+        return -1;
+    if (v->ucx_tls && spank_setenv(sp, "UCX_TLS", v->ucx_tls, 0) != ESPANK_SUCCESS &&
+        spank_getenv(sp, "UCX_TLS", user, sizeof user) == ESPANK_ENV_NOEXIST) {
+        slurm_error("ddl: cannot set UCX_TLS in the task's environment");
+        return -1;
+    }
+    if (log_dir[0] && set_env(sp, "DDL_LOG_DIR", log_dir) < 0)
+        return -1;
+    if (v->metrics_dir && set_env(sp, "DDL_METRICS_DIR", v->metrics_dir) < 0)
+        return -1;
+    if (ddl_opt.verbose) {
+        uint32_t job = 0, step = 0, task = 0;
+        spank_get_item(sp, S_JOB_ID, &job);
+        spank_get_item(sp, S_JOB_STEPID, &step);
+        spank_get_item(sp, S_TASK_GLOBAL_ID, &task);
+        slurm_info("ddl: step %u.%u task %u: ddl-launch %s, log level %s, log dir %s, metrics "
+                   "dir %s", job, step, task, ddl_launch_path, log_level_of(v, user),
+                   log_dir[0] ? log_dir : "(none)",
+                   v->metrics_dir ? v->metrics_dir : "(none)");
     }
     return 0;
 }
@@ -376,7 +464,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         set_env_long(sp, "DDL_NODE_TIMEOUT_S", v->node_timeout) < 0 ||
         set_env_long(sp, "DDL_HANG_TIMEOUT_S", hang) < 0 || set_env(sp, "DDL_BIND", bind) < 0 ||
         set_env(sp, "DDL_VERBOSE", ddl_opt.verbose ? "1" : "0") < 0 ||
-        set_env(sp, "DDL_CONFIG", ddl_conf_file) < 0)
+        set_env(sp, "DDL_CONFIG", ddl_conf_file) < 0 || apply_outputs(sp, v) < 0)
         return -1;
     return wrap_task(sp);
 }

@@ -80,9 +80,11 @@ INTEGRATION_TESTS = \
     tests/integration/t0027-python.t \
     tests/integration/t0028-python-ddp.t \
     tests/integration/t0029-python-fmnist.t \
-    tests/integration/t0034-gradx.t
+    tests/integration/t0034-gradx.t \
+    tests/integration/t0030-metrics.t
 TESTS += $(INTEGRATION_TESTS)
-EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh
+EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh \
+              tests/helpers/prom-samples.py
 
 # Topology and placement: unit test over real machines' hwloc XML exports
 # (tests/data/topologies) and the integration test of `ddl-agent topo` and
@@ -165,6 +167,12 @@ tests/integration/t0016-slurm-torch.log: tests/integration/t0015-slurm-ddl.log
 # at a time: it runs after t0016.
 INTEGRATION_TESTS += tests/integration/t0019-slurm-recovery.t
 tests/integration/t0019-slurm-recovery.log: tests/integration/t0016-slurm-torch.log
+
+# What ddl.conf's ucx_tls, log_level, log_dir, metrics_dir and srun's
+# --ddl-verbose do in a --ddl step on the 2-node namespace cluster, as root
+# and as an ordinary user.  One cluster at a time: it runs after t0019.
+INTEGRATION_TESTS += tests/integration/t0031-slurm-ops.t
+tests/integration/t0031-slurm-ops.log: tests/integration/t0019-slurm-recovery.log
 EXTRA_DIST += tests/slurm/lib-cluster.sh
 
 # The event loop of the agent, ddlrun and ddl-launch (common/evloop.c):

@@ -1156,6 +1156,7 @@ int main(int argc, char **argv)
             }
             steps_run++;
             iter++;
+            ddl_heartbeat(iter); /* the step, for the agents' metrics and hang reports */
             if (opt.ckpt_every && iter % opt.ckpt_every == 0) {
                 if (gpu)
                     gpu_fetch(gpu, params, velocity, stats);

@@ -146,3 +146,32 @@ t_find_python() {
 }
 
 [ -x "$DDLRUN" ] || { echo "Bail out! $DDLRUN is not built"; exit 1; }
+
+# t_prom_python: print a python3 that can import prometheus_client's parser
+# (Debian's python3-prometheus-client is built for /usr/bin/python3); false
+# if none.
+t_prom_python() {
+    for _pp in ${PYTHON:-} /usr/bin/python3 python3; do
+        if "$_pp" -c 'import prometheus_client.parser' >/dev/null 2>&1; then
+            echo "$_pp"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# t_prom_parse FILE: FILE's metrics through prometheus_client's parser
+# (tests/helpers/prom-samples.py) into $T_TMP/samples, one sample a line;
+# returns 1 when the parser refuses it.
+t_prom_parse() {
+    "$(t_prom_python)" "$top_srcdir/tests/helpers/prom-samples.py" "$1" >"$T_TMP/samples" 2>&1
+}
+
+# t_prom_value NAME [LABEL=VALUE,...]: the value of the first sample of
+# $T_TMP/samples named NAME that has those labels ("" if none), as Python
+# prints a float (2.0).
+t_prom_value() {
+    awk -v n="$1" -v l="${2-}" '{ split($1, a, "{"); lab = substr(a[2], 1, length(a[2]) - 1);
+        if (a[1] == n && (l == "" || index("," lab ",", "," l ",") > 0)) { print $2; exit } }' \
+        "$T_TMP/samples"
+}

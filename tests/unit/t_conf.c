@@ -60,6 +60,7 @@ static void test_defaults(void)
     ok(v->ucx_tls == NULL, "default ucx_tls: unset");
     is_str(v->log_level, "warn", "default log_level");
     ok(v->log_dir == NULL, "default log_dir: unset");
+    ok(v->metrics_dir == NULL, "default metrics_dir: unset");
     ok(ddl_conf_get(c, "gpu") == v, "a partition without a section gets the site defaults");
     ok(!ddl_conf_has_partition(c, "gpu"), "... and has no section");
     is_str(ddl_conf_path(c), path, "the path is kept");
@@ -82,6 +83,7 @@ static void test_good(void)
                "ucx_tls = \"rc,sm,self\"\n"
                "log_level = \"debug\"\n"
                "log_dir = \"/var/log/ddl\"\n"
+               "metrics_dir = \"/var/lib/prometheus/node-exporter\"\n"
                "partition gpu {\n"
                "    max_restarts = 20\n"
                "    bind = \"auto\"\n"
@@ -102,7 +104,8 @@ static void test_good(void)
            strcmp(v->checkpoint_roots[1], "/var/tmp/") == 0,
        "the list of roots is read");
     ok(strcmp(v->bind, "none") == 0 && strcmp(v->ucx_tls, "rc,sm,self") == 0 &&
-           strcmp(v->log_level, "debug") == 0 && strcmp(v->log_dir, "/var/log/ddl") == 0,
+           strcmp(v->log_level, "debug") == 0 && strcmp(v->log_dir, "/var/log/ddl") == 0 &&
+           strcmp(v->metrics_dir, "/var/lib/prometheus/node-exporter") == 0,
        "strings are read");
     ok(ddl_conf_checkpoint_allowed(v, "/scratch/u/run7"), "a directory under a root is allowed");
     ok(ddl_conf_checkpoint_allowed(v, "/var/tmp"), "... the root itself too");
@@ -185,6 +188,11 @@ static void test_errors(void)
     snprintf(want, sizeof want,
              "%s:1: log_dir: '/var/../log' is not an absolute path without '.' or '..'", path);
     is_str(m, want, "a log_dir with '..'");
+
+    m = load_err("\nmetrics_dir = \"metrics\"\n", &e);
+    snprintf(want, sizeof want,
+             "%s:2: metrics_dir: 'metrics' is not an absolute path without '.' or '..'", path);
+    is_str(m, want, "a relative metrics_dir");
 
     m = load_err("hang_timeout_min = 100\nhang_timeout_max = 50\n", &e);
     snprintf(want, sizeof want, "%s: hang_timeout_min (100) is greater than hang_timeout_max (50)",

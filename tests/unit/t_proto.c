@@ -330,12 +330,49 @@ static void test_round_trips(void)
            out.u.status.peers[0].state == DDL_PEER_UP && out.u.status.peers[0].heard_ms == 250 &&
            out.u.status.peers[1].state == DDL_PEER_LOST && out.u.status.peers[1].node_id == 1,
        "STATUS peers survive");
+    ok(out.u.status.ranks[0].step == 0 && out.u.status.ranks[0].collectives == 0 &&
+           out.u.status.ranks[0].rate_milli == 0 && out.u.status.failures[DDL_FAIL_NODE] == 0,
+       "STATUS progress and failure counts at zero survive");
     ddl_msg_clear(&out);
 
-    /* older agents: minor 1 lacks the minor-2 tail, minor 0 also the node fields */
+    /* minor 6: each rank's progress, the failures per class */
+    ranks[0].step = 123456789012LL;
+    ranks[0].collectives = 5000000000ULL;
+    ranks[0].rate_milli = 2500;
+    ranks[1].step = -1;
+    ranks[1].rate_milli = DDL_RATE_UNKNOWN;
+    in.u.status.failures[DDL_FAIL_WORKER_SIGNAL] = 3;
+    in.u.status.failures[DDL_FAIL_CLASS_MAX] = 1;
+    round_trip(&in, &out);
+    ok(out.u.status.ranks[0].step == 123456789012LL &&
+           out.u.status.ranks[0].collectives == 5000000000ULL &&
+           out.u.status.ranks[0].rate_milli == 2500 && out.u.status.ranks[1].step == -1 &&
+           out.u.status.ranks[1].rate_milli == DDL_RATE_UNKNOWN,
+       "STATUS per-rank step, collectives and rate survive (minor 6)");
+    ok(out.u.status.failures[DDL_FAIL_WORKER_SIGNAL] == 3 &&
+           out.u.status.failures[DDL_FAIL_CLASS_MAX] == 1 &&
+           out.u.status.failures[DDL_FAIL_WORKER_EXIT] == 0,
+       "STATUS failure counts per class survive (minor 6)");
+    ddl_msg_clear(&out);
+
+    /* older agents: minor 5 lacks the minor-6 tail, minor 1 also the minor-2
+     * tail, minor 0 also the node fields */
     {
         size_t l;
         uint8_t *f = encode(&in, &l);
+        size_t tail6 = 2 * (8 + 8 + 4) + 4 + 4 * DDL_FAIL_CLASS_MAX; /* progress, failures */
+        ddl_error_t err6;
+        f[5] = 5;
+        set_u32(f + 8, (uint32_t)(l - DDL_PROTO_HDR_LEN - tail6));
+        ok(ddl_proto_decode(f, l - tail6, &out, &err6) == (ssize_t)(l - tail6) &&
+               out.u.status.ranks[0].step == -1 &&
+               out.u.status.ranks[0].rate_milli == DDL_RATE_UNKNOWN &&
+               out.u.status.ranks[0].collectives == 0 &&
+               out.u.status.failures[DDL_FAIL_WORKER_SIGNAL] == 0 &&
+               out.u.status.ckpt_step == 5000000000LL,
+           "STATUS of minor version 5: no progress (step -1, rate unknown), no failure counts");
+        ddl_msg_clear(&out);
+        l -= tail6;
         size_t tail2 = 4 + 2 + 1 + 4; /* host, leader, peer count */
         for (int i = 0; i < 2; i++)
             tail2 += 3 * 4 + strlen(ranks[i].cpus) + strlen(ranks[i].gpu) +
@@ -376,6 +413,28 @@ static void test_round_trips(void)
            strcmp(out.u.peer_beat.host, "n5") == 0,
        "PEER_BEAT node, generation and host survive");
     ddl_msg_clear(&out);
+
+    in = (ddl_msg_t){.type = DDL_MSG_PROGRESS};
+    in.u.progress.rank = 7;
+    in.u.progress.gen = 2;
+    in.u.progress.step = 9000000000LL;
+    in.u.progress.collectives = 1ULL << 40;
+    round_trip(&in, &out);
+    ok(out.type == DDL_MSG_PROGRESS && out.u.progress.rank == 7 && out.u.progress.gen == 2 &&
+           out.u.progress.step == 9000000000LL && out.u.progress.collectives == 1ULL << 40,
+       "PROGRESS rank, generation, 64-bit step and collectives survive (minor 6)");
+    ddl_msg_clear(&out);
+    in.u.progress.step = -1;
+    round_trip(&in, &out);
+    ok(out.u.progress.step == -1, "PROGRESS without a step (-1) survives");
+    ddl_msg_clear(&out);
+    {
+        size_t len;
+        uint8_t *f = encode(&in, &len);
+        set_u32(f + 8, (uint32_t)(len - DDL_PROTO_HDR_LEN - 3));
+        expect_malformed(f, len - 3, "a PROGRESS cut short", "collectives");
+        free(f);
+    }
 
     uint8_t secret[20] = "0123456789abcdefghi";
     in = (ddl_msg_t){.type = DDL_MSG_PEER_HELLO};
