@@ -290,6 +290,31 @@ static const char *on_status(agent_t *a, conn_t *c, ddl_msg_t *m)
     return NULL;
 }
 
+static const char *on_stop_req(agent_t *a, conn_t *c, ddl_msg_t *m)
+{
+    char why[400];
+    if (c->kind == CONN_PEER)
+        snprintf(why, sizeof why, "%s", m->u.stop_req.why ? m->u.stop_req.why : "a stop signal");
+    else
+        snprintf(why, sizeof why, "%s on node %u (%s)",
+                 m->u.stop_req.why ? m->u.stop_req.why : "a stop signal", a->opts->node_id,
+                 a->host);
+    drain_request(a, m->u.stop_req.signo, why);
+    return NULL;
+}
+
+static const char *on_stop(agent_t *a, conn_t *c, ddl_msg_t *m)
+{
+    drain_stop_msg(a, c, m);
+    return NULL;
+}
+
+static const char *on_stop_at(agent_t *a, conn_t *c, ddl_msg_t *m)
+{
+    drain_stop_at(a, c, m);
+    return NULL;
+}
+
 #define K(kind) (1u << (kind))
 #define LINKED (K(CONN_PEER) | K(CONN_LEADER))
 
@@ -318,6 +343,9 @@ static const struct {
     {DDL_MSG_GENERATION, K(CONN_LEADER), 0, on_generation},
     {DDL_MSG_ROSTER, K(CONN_LEADER), 0, on_roster},
     {DDL_MSG_ERROR, K(CONN_LEADER), 0, on_leader_error},
+    {DDL_MSG_STOP_REQ, K(CONN_UNIX) | K(CONN_PEER), 1, on_stop_req},
+    {DDL_MSG_STOP, K(CONN_LEADER), 1, on_stop},
+    {DDL_MSG_STOP_AT, K(CONN_UNIX) | K(CONN_PEER), 1, on_stop_at},
 };
 
 void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m)
@@ -459,6 +487,8 @@ static int setup(agent_t *a)
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGUSR1); /* sbatch --signal: a stop request (drain.c) */
+    sigaddset(&mask, SIGUSR2);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
     a->sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -626,8 +656,7 @@ int ddl_agent_serve(const ddl_agent_opts_t *opts)
         /* Signals last: what clients sent before them has been handled. */
         if (pfds[0].revents) {
             struct signalfd_siginfo si;
-            if (read(a.sfd, &si, sizeof si) == sizeof si) {
-                ddl_debug("got signal %u: shutting down", si.ssi_signo);
+            if (read(a.sfd, &si, sizeof si) == sizeof si && drain_signal(&a, &si)) {
                 status = 0;
                 goto out;
             }
@@ -657,6 +686,7 @@ out:
     free(a.owner);
     free(a.nonces);
     free(a.roster);
+    drain_free(&a);
     if (a.listen_fd >= 0)
         close(a.listen_fd);
     ddl_world_free(&a.w);

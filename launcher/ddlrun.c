@@ -8,8 +8,10 @@
  * (--crash-loop), the one-line failure report and DIR/failure-gen<G>.json
  * (--checkpoint-dir); their notice aborts the collectives in flight and
  * every task ends with the decided exit status.  ddlrun starts, labels
- * output (--label), binds (--bind), forwards SIGINT/SIGTERM/SIGHUP to the
- * tasks (SIGKILL after the grace period), and cleans up: it is a child
+ * output (--label), binds (--bind), forwards SIGINT/SIGHUP to the tasks
+ * (SIGKILL after the grace period), turns SIGTERM, SIGUSR1 and SIGUSR2 into
+ * a stop at a step boundary (drain(): checkpoint, exit status 94; SIGKILL
+ * after the grace period), and cleans up: it is a child
  * subreaper, sweeps every agent's process group at the end, and its
  * children die with it (PR_SET_PDEATHSIG), so no process outlives it.
  */
@@ -350,6 +352,26 @@ static void reap(run_t *r)
     }
 }
 
+/* drain: SIGTERM, SIGUSR1 or SIGUSR2 asks the job to stop at a step
+ * boundary, as Slurm does at a time limit: the signal goes to every process
+ * of the job (each node's process group: agent, ddl-launch, worker), the
+ * agents agree with the workers' libddl on one boundary, the workers commit a
+ * checkpoint and exit with DDL_EXIT_STOPPED (agent/drain.c).  SIGKILL after
+ * the grace period, or at a second SIGTERM or SIGINT. */
+static void drain(run_t *r, int sig)
+{
+    char name[32];
+    ddl_warn("got %s: asking the %d rank%s to checkpoint at their next step boundary and stop "
+             "(exit status %d); SIGKILL in %.1f s, or at once on a second SIGTERM",
+             ddl_signal_name(sig, name, sizeof name), r->alive, r->alive == 1 ? "" : "s",
+             DDL_EXIT_STOPPED, (double)r->o.grace_ms / 1000.0);
+    for (int k = 0; k < r->nagents; k++)
+        if (r->nodes[k].group > 0 && !r->nodes[k].lost)
+            kill(-r->nodes[k].group, sig);
+    r->kill_at = ddl_now_ms() + r->o.grace_ms;
+    r->stopping = 1;
+}
+
 static void on_signal(run_t *r, int sig)
 {
     char name[32];
@@ -357,7 +379,9 @@ static void on_signal(run_t *r, int sig)
         reap(r);
         return;
     }
-    if (!r->stopping) {
+    if (!r->stopping && (sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2)) {
+        drain(r, sig);
+    } else if (!r->stopping) {
         r->interrupted = sig;
         ddl_warn("got %s: forwarding it to %d rank%s", ddl_signal_name(sig, name, sizeof name),
                  r->alive, r->alive == 1 ? "" : "s");
@@ -600,8 +624,9 @@ static void stop_nodes(run_t *r)
             if (r->nodes[k].agent > 0 && waitpid(r->nodes[k].agent, NULL, WNOHANG) ==
                                              r->nodes[k].agent)
                 r->nodes[k].agent = 0;
+            /* SIGINT: SIGTERM would ask a supervised agent to stop the step */
             if (r->nodes[k].agent > 0 && t == (r->interrupted ? 0 : 200))
-                kill(r->nodes[k].agent, SIGTERM);
+                kill(r->nodes[k].agent, SIGINT);
             left += r->nodes[k].agent > 0;
         }
         if (!left)
@@ -794,6 +819,8 @@ int main(int argc, char **argv)
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGHUP);
     sigaddset(&mask, SIGQUIT);
+    sigaddset(&mask, SIGUSR1);
+    sigaddset(&mask, SIGUSR2);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
     r.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
