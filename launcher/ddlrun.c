@@ -75,6 +75,7 @@ typedef struct {
     int stopping;     /* ranks have been told to stop */
     int64_t kill_at;  /* when to SIGKILL the rest (ms), 0 none */
     int interrupted;  /* signal that interrupted ddlrun, 0 none */
+    int64_t drain_ms; /* when a stop at a step boundary was asked for (drain), 0 never */
     int start_failed; /* a task could not be started (reported): exit status 1 */
     int ntasks, tpn;  /* tasks (ranks, and --spares' waiting ones), tasks per node */
     node_t *nodes;    /* the agents: one, or with --emulate o.nodes + o.spares */
@@ -107,6 +108,7 @@ static void stop_ranks(run_t *r, int sig)
             kill(sig == SIGKILL ? -group_of(r, i) : r->ranks[i].pid, sig);
     if (!r->stopping && sig != SIGKILL)
         r->kill_at = ddl_now_ms() + r->o.grace_ms;
+    r->drain_ms = ddl_now_ms();
     r->stopping = 1;
 }
 
@@ -369,6 +371,7 @@ static void drain(run_t *r, int sig)
         if (r->nodes[k].group > 0 && !r->nodes[k].lost)
             kill(-r->nodes[k].group, sig);
     r->kill_at = ddl_now_ms() + r->o.grace_ms;
+    r->drain_ms = ddl_now_ms();
     r->stopping = 1;
 }
 
@@ -386,6 +389,12 @@ static void on_signal(run_t *r, int sig)
         ddl_warn("got %s: forwarding it to %d rank%s", ddl_signal_name(sig, name, sizeof name),
                  r->alive, r->alive == 1 ? "" : "s");
         stop_ranks(r, sig);
+    } else if (r->drain_ms && ddl_now_ms() - r->drain_ms < 1000 &&
+               (sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2)) {
+        /* the same request twice (timeout(1) signals its child and then its
+         * process group): not the second SIGTERM that kills at once */
+        ddl_debug("got %s again within 1 s: taken as the same request",
+                  ddl_signal_name(sig, name, sizeof name));
     } else if (sig == SIGINT || sig == SIGTERM) {
         if (!r->interrupted)
             r->interrupted = sig;
