@@ -81,7 +81,8 @@ typedef struct {
     uint32_t nreported;
     int64_t max, max_step; /* the largest boundary answered, and the step there */
     uint8_t *ended;    /* per slot: its rank ended during the stop */
-    uint32_t nended, nstopped, nother; /* ended; with 94; otherwise (not 0) */
+    uint32_t nended, nstopped, nother; /* ended; with 94; otherwise (not 0, not below) */
+    uint32_t nsignalled;               /* killed by SIGTERM, SIGUSR1 or SIGUSR2 */
 } drain_t;
 
 /* A failure as the leader compares them. */

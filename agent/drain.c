@@ -14,10 +14,11 @@
  *      in, it sends STOP with the largest boundary: every rank's
  *      ddl_should_stop() returns DDL_STOP there; the programs commit a
  *      checkpoint and exit with DDL_EXIT_STOPPED (94);
- *   3. the ranks' ends (exit 94 or 0, or anything else) are counted instead
- *      of being failures: no restart follows; once every rank has ended, a
- *      GENERATION stop with exit status 94 (finish when all exited 0; each
- *      task's own status when some rank ended otherwise).
+ *   3. the ranks' ends (exit 94 or 0, killed by a stop signal, or anything
+ *      else) are counted instead of being failures: no restart follows; once
+ *      every rank has ended, a GENERATION stop with exit status 94 (finish
+ *      when all exited 0; each task's own status when some rank ended
+ *      otherwise: a crash during the stop is not hidden).
  *
  * Workers that do not use libddl never answer; they get the signal itself
  * from Slurm or ddlrun, and their ends are counted the same way.
@@ -117,6 +118,7 @@ static void begin(agent_t *a, int signo, const char *why)
         return;
     }
     a->drain.nreported = a->drain.nended = a->drain.nstopped = a->drain.nother = 0;
+    a->drain.nsignalled = 0;
     a->drain.max = -1;
     a->drain.max_step = -1;
     a->drain.signo = signo;
@@ -240,8 +242,14 @@ static void ended(agent_t *a, uint32_t slot, int ok, int wstatus)
         return;
     a->drain.ended[slot] = 1;
     a->drain.nended++;
+    /* stopped: exited 94, or killed by the stop signal itself before it could
+     * take it (a worker still starting, or a program that does not catch
+     * it): either way the latest committed checkpoint is where to resume */
+    int sig = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0;
     if (!ok && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == DDL_EXIT_STOPPED)
         a->drain.nstopped++;
+    else if (!ok && (sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2))
+        a->drain.nsignalled++;
     else if (!ok)
         a->drain.nother++;
     if (a->drain.nended < a->w.world)
@@ -249,7 +257,7 @@ static void ended(agent_t *a, uint32_t slot, int ok, int wstatus)
     char cause[600];
     ddl_msg_t m = {.type = DDL_MSG_GENERATION};
     m.u.generation.gen = a->gen;
-    if (!a->drain.nstopped && !a->drain.nother) {
+    if (!a->drain.nstopped && !a->drain.nsignalled && !a->drain.nother) {
         m.u.generation.action = DDL_GEN_FINISH; /* the program ended before it could stop */
         ddl_info("every rank exited 0 while the step was stopping: finished");
     } else {
@@ -259,10 +267,16 @@ static void ended(agent_t *a, uint32_t slot, int ok, int wstatus)
             snprintf(cause, sizeof cause, "generation %u: stopped (%s): %u of %u ranks did not "
                      "exit with %d; each task exits as its worker did", a->gen, a->drain.why,
                      a->drain.nother, a->w.world, DDL_EXIT_STOPPED);
-        else
+        else if (!a->drain.nsignalled)
             snprintf(cause, sizeof cause, "generation %u: stopped (%s) at boundary %lld: every "
                      "rank committed its checkpoint and exited; exit status %d (requeue to "
                      "resume)", a->gen, a->drain.why, (long long)a->drain.at, DDL_EXIT_STOPPED);
+        else
+            snprintf(cause, sizeof cause, "generation %u: stopped (%s): %u of %u ranks were "
+                     "ended by the signal itself (no checkpoint of theirs at the stop: the "
+                     "latest committed one is where to resume); exit status %d (requeue to "
+                     "resume)", a->gen, a->drain.why, a->drain.nsignalled, a->w.world,
+                     DDL_EXIT_STOPPED);
         m.u.generation.cause = cause;
         ddl_warn("%s", cause);
     }

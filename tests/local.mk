@@ -150,6 +150,12 @@ tests/integration/t0016-slurm-torch.log: tests/integration/t0015-slurm-ddl.log
 # at a time: it runs after t0016.
 INTEGRATION_TESTS += tests/integration/t0019-slurm-recovery.t
 tests/integration/t0019-slurm-recovery.log: tests/integration/t0016-slurm-torch.log
+
+# Time limits under sbatch on the 2-node namespace cluster: --signal stops
+# fmnist-train at a committed checkpoint, the job is requeued and ends with
+# the uninterrupted weights.  One cluster at a time: it runs after t0019.
+INTEGRATION_TESTS += tests/integration/t0028-slurm-preempt.t
+tests/integration/t0028-slurm-preempt.log: tests/integration/t0019-slurm-recovery.log
 EXTRA_DIST += tests/slurm/lib-cluster.sh
 
 check_PROGRAMS += tests/unit/t_auth tests/unit/t_world tests/unit/t_policy
