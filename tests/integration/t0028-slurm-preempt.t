@@ -2,9 +2,9 @@
 # t0028-slurm-preempt: a batch job that hits its time limit stops at a
 # checkpoint and is requeued, on the 2-node namespace cluster.
 #
-# sbatch --time=1 --signal=USR1@20 --requeue runs fmnist-train under
+# sbatch --time=1 --signal=USR1@10 --requeue runs fmnist-train under
 # `srun --ddl` (2 tasks per node), paced (--pace) so that it would train for
-# longer than the 1-minute limit.  Some 10 to 40 s into each run Slurm sends
+# longer than the 1-minute limit.  Some 20 to 50 s into each run Slurm sends
 # SIGUSR1 to every process of the step: the agents stop every rank at one
 # step boundary, each commits the checkpoint of that step and exits 94, srun
 # exits 94 and the batch script (docs/slurm.md's recipe) requeues the job
@@ -31,7 +31,7 @@ PACE=200
 # the reference, never stopped: 4 ranks on the host
 export DDL_ALLREDUCE_ALGO=ring
 # shellcheck disable=SC2086 # ARGS: several words
-t_run 180 "$DDLRUN" -n 4 "$FMNIST" $ARGS
+t_run 180 "$DDLRUN" -n 4 "$FMNIST" $ARGS --checkpoint-dir "$T_TMP/ref"
 t_is $? 0 "the reference: ddlrun -n 4 fmnist-train exits 0"
 ref=$(t_checksums "$T_TMP/out")
 t_ok $([ -n "$ref" ]; echo $?) "... its replicas agree ($ref)"
@@ -55,9 +55,9 @@ echo "run \${SLURM_RESTART_COUNT:-0}: srun exited \$rc" >>"$LOG"
 [ \$rc -eq 94 ] && scontrol requeue "\$SLURM_JOB_ID"
 exit \$rc
 EOF
-job=$(sbatch --parsable -N2 --ntasks-per-node=2 --time=1 --signal=USR1@20 --requeue \
+job=$(sbatch --parsable -N2 --ntasks-per-node=2 --time=1 --signal=USR1@10 --requeue \
     --open-mode=append -o "$T_TMP/job.out" -J "$T_TOKEN" "$T_TMP/job.sh" 2>"$T_TMP/sbatch.err")
-t_ok $([ -n "$job" ]; echo $?) "sbatch --time=1 --signal=USR1@20 --requeue: job ${job:-?}"
+t_ok $([ -n "$job" ]; echo $?) "sbatch --time=1 --signal=USR1@10 --requeue: job ${job:-?}"
 [ -n "$job" ] || { sed 's/^/# /' "$T_TMP/sbatch.err"; t_done; }
 
 # Follow the job until a run ends other than with 94 (at most 8 minutes):
