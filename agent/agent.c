@@ -251,6 +251,31 @@ static const char *on_status(agent_t *a, conn_t *c, ddl_msg_t *m)
     return NULL;
 }
 
+static const char *on_stop_req(agent_t *a, conn_t *c, ddl_msg_t *m)
+{
+    char why[400];
+    if (c->kind == CONN_PEER)
+        snprintf(why, sizeof why, "%s", m->u.stop_req.why ? m->u.stop_req.why : "a stop signal");
+    else
+        snprintf(why, sizeof why, "%s on node %u (%s)",
+                 m->u.stop_req.why ? m->u.stop_req.why : "a stop signal", a->opts->node_id,
+                 a->host);
+    drain_request(a, m->u.stop_req.signo, why);
+    return NULL;
+}
+
+static const char *on_stop(agent_t *a, conn_t *c, ddl_msg_t *m)
+{
+    drain_stop_msg(a, c, m);
+    return NULL;
+}
+
+static const char *on_stop_at(agent_t *a, conn_t *c, ddl_msg_t *m)
+{
+    drain_stop_at(a, c, m);
+    return NULL;
+}
+
 #define K(kind) (1u << (kind))
 #define LINKED (K(CONN_PEER) | K(CONN_LEADER))
 
@@ -280,6 +305,9 @@ static const struct {
     {DDL_MSG_GENERATION, K(CONN_LEADER), 0, on_generation},
     {DDL_MSG_ROSTER, K(CONN_LEADER), 0, on_roster},
     {DDL_MSG_ERROR, K(CONN_LEADER), 0, on_leader_error},
+    {DDL_MSG_STOP_REQ, K(CONN_UNIX) | K(CONN_PEER), 1, on_stop_req},
+    {DDL_MSG_STOP, K(CONN_LEADER), 1, on_stop},
+    {DDL_MSG_STOP_AT, K(CONN_UNIX) | K(CONN_PEER), 1, on_stop_at},
 };
 
 void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m)
@@ -421,6 +449,8 @@ static int setup(agent_t *a)
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGUSR1); /* sbatch --signal: a stop request (drain.c) */
+    sigaddset(&mask, SIGUSR2);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
     a->sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -471,9 +501,8 @@ static void on_signal(ddl_evloop_t *loop, ddl_ev_fd_t *w, int fd, short re, void
     struct signalfd_siginfo si;
     (void)w;
     (void)re;
-    if (read(fd, &si, sizeof si) == sizeof si) {
-        ddl_debug("got signal %u: shutting down", si.ssi_signo);
-        a->status = 0;
+    if (read(fd, &si, sizeof si) == sizeof si && drain_signal(a, &si)) {
+        a->status = 0; /* SIGINT, SIGHUP, an unsupervised SIGTERM: shut down */
         ddl_evloop_stop(loop);
     }
 }
@@ -673,6 +702,7 @@ out:
     free(a.owner);
     free(a.nonces);
     free(a.roster);
+    drain_free(&a);
     if (a.listen_fd >= 0)
         close(a.listen_fd);
     ddl_world_free(&a.w);

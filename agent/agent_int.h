@@ -11,6 +11,8 @@
  *               silence, the roster and leader takeover
  *   exchange.c  the bootstrap allgather through the agents
  *   recovery.c  failures to decisions (policy.h) and their application
+ *   drain.c     stopping on request (Slurm's SIGTERM, --signal): every rank
+ *               checkpoints at one step boundary
  *   world.c     the world map (world.h), policy.c the policy (policy.h):
  *               pure functions, unit-tested
  *
@@ -22,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/signalfd.h>
 #include <sys/types.h>
 #include <arpa/inet.h>
 
@@ -84,6 +87,23 @@ typedef struct {
     uint32_t rate_milli;  /* steps per second x 1000 */
     int rate_known;
 } rank_prog_t;
+
+/* A stop on request (drain.c). */
+typedef struct {
+    int active;        /* a stop of generation gen is under way */
+    int asked;         /* not the leader: the request went to the leader */
+    uint32_t gen;
+    int64_t at;        /* the agreed boundary, -1: not yet */
+    char why[300];     /* what asked for it ("SIGTERM on node 1 (n2)") */
+    int signo;
+    /* leader: */
+    uint8_t *reported; /* per slot: its rank answered STOP_AT */
+    uint32_t nreported;
+    int64_t max, max_step; /* the largest boundary answered, and the step there */
+    uint8_t *ended;    /* per slot: its rank ended during the stop */
+    uint32_t nended, nstopped, nother; /* ended; with 94; otherwise (not 0, not below) */
+    uint32_t nsignalled;               /* killed by SIGTERM, SIGUSR1 or SIGUSR2 */
+} drain_t;
 
 /* A failure as the leader compares them. */
 typedef struct {
@@ -166,6 +186,7 @@ struct agent {
                                                 * this node's supervisors */
     rank_prog_t *prog;      /* per world rank, NULL until the first PROGRESS */
     struct telemetry *mx;   /* the metrics file, NULL until the loop's first call */
+    drain_t drain;          /* a stop on request (drain.c) */
 };
 
 #define NONCE_MEMORY 256 /* a replayed PEER_AUTH among the last this many is refused */
@@ -247,5 +268,16 @@ int metrics_wait(agent_t *a, int wait);      /* a poll timeout (ms, -1: none) cu
                                               * next metrics write */
 void metrics_tick(agent_t *a);               /* write the metrics file when due (file I/O) */
 void metrics_end(agent_t *a);                /* the last write (ddl_step_active 0); frees */
+
+/* drain.c */
+int drain_signal(agent_t *a, const struct signalfd_siginfo *si); /* 1: exit now */
+void drain_request(agent_t *a, int signo, const char *why);
+void drain_stop_msg(agent_t *a, conn_t *c, const ddl_msg_t *m);  /* STOP from the leader */
+void drain_stop_at(agent_t *a, conn_t *c, const ddl_msg_t *m);   /* STOP_AT */
+void drain_joined(agent_t *a, conn_t *c);      /* a worker's bootstrap result went out */
+int drain_failure(agent_t *a, const failure_t *f);              /* 1: taken (stopping) */
+int drain_exited(agent_t *a, uint32_t slot, uint32_t gen);      /* 1: taken (stopping) */
+void drain_no_restart(agent_t *a, ddl_decision_t *d);
+void drain_free(agent_t *a);
 
 #endif

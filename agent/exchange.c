@@ -39,8 +39,11 @@ void ag_reset(agent_t *a)
 static void deliver_result(agent_t *a, const ddl_msg_t *m)
 {
     for (uint32_t i = 0; i < a->opts->size; i++)
-        if (a->ag_waiter[i])
+        if (a->ag_waiter[i]) {
             conn_queue(a->ag_waiter[i], m);
+            if (m->u.allgather_result.seq == 0) /* a stop under way: its notice follows */
+                drain_joined(a, a->ag_waiter[i]);
+        }
 }
 
 static void ag_complete(agent_t *a)

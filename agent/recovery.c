@@ -201,6 +201,7 @@ void decide(agent_t *a)
         map = new_world(a, f->node, world, sizeof world);
     ddl_decision_t d;
     ddl_policy_decide(&a->pcfg, &a->pol, f->cls, f->wstatus, ck, map != NULL, &d);
+    drain_no_restart(a, &d); /* a step that stops on request is not restarted */
     g->gen = d.restart ? a->gen + 1 : a->gen;
     g->action = d.restart ? DDL_GEN_RESTART : DDL_GEN_STOP;
     g->code = d.restart ? 0 : d.code;
@@ -267,6 +268,8 @@ void leader_failure(agent_t *a, const failure_t *f)
         ddl_debug("ignoring a failure of generation %u (the step is in %u)", f->gen, a->gen);
         return;
     }
+    if (drain_failure(a, f)) /* stopping on request: a rank's end, not a failure */
+        return;
     if (!a->decide_at) {
         a->cause = *f;
         a->decide_at = ddl_now_ms() + DDL_POLICY_WINDOW_MS;
@@ -324,6 +327,8 @@ static void failure_from(agent_t *a, const ddl_msg_t *m, uint32_t node, const ch
 void rank_exited(agent_t *a, uint32_t rank, uint32_t gen)
 {
     if (a->final || gen != a->gen || rank >= a->opts->size || a->exited[rank])
+        return;
+    if (drain_exited(a, rank, gen)) /* stopping on request: counted there */
         return;
     a->exited[rank] = 1;
     if (++a->nexited < a->w.world)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include "ddl.h"
 #include "transport.h"
+#include "proto.h"       /* ddl_msg_t: the agent's notices */
 #include "ddl_limits.h" /* DDL_RING_WINDOW_MAX, DDL_SEGMENT_BYTES_DEFAULT */
 
 struct ddl_comm {
@@ -391,6 +392,22 @@ void ddl_beat(int collective, int force);
  * waiting for a peer that failed.  Thread-safe (one reader at a time; the
  * others return), never blocks for long. */
 void ddl_agent_notice(void);
+
+/* ddl_agent_lock / ddl_agent_unlock (init.c): exclusive use of the agent
+ * connection (ddl_agent_notice skips its turn while another thread holds
+ * it; lock waits). */
+void ddl_agent_lock(void);
+void ddl_agent_unlock(void);
+
+/* ---- stopping at a step boundary (stop.c) ----
+ * ddl_stop_init: at ddl_init(): the stop state of the generation, and the
+ * stop signals' handlers (under an agent, where their disposition is the
+ * default); ddl_stop_fini: the handlers taken back.  ddl_stop_notice: a
+ * message from the agent: 1 if it was a STOP (taken into account, STOP_AT
+ * sent; the caller holds the agent connection), 0 otherwise. */
+void ddl_stop_init(void);
+void ddl_stop_fini(void);
+int ddl_stop_notice(const ddl_msg_t *m);
 
 /* ---- GPU planning (gpu_plan.c: pure functions, built and tested always) ----
  * Each rank's bootstrap record may carry a GPU record: its GPU's PCI

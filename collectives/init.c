@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,14 +157,29 @@ static ddl_status_t bootstrap(const void *addr, size_t addr_len)
     return st;
 }
 
+static atomic_int agent_busy; /* one user of the agent connection at a time */
+
+void ddl_agent_lock(void)
+{
+    int expected = 0;
+    while (!atomic_compare_exchange_weak(&agent_busy, &expected, 1)) {
+        expected = 0;
+        sched_yield();
+    }
+}
+
+void ddl_agent_unlock(void)
+{
+    atomic_store(&agent_busy, 0);
+}
+
 void ddl_agent_notice(void)
 {
-    static atomic_int busy;
     static _Atomic int64_t last;
     int expected = 0;
     int64_t now = ddl_now_ms();
     if (ddl_ctx.agent_fd < 0 || now - atomic_load(&last) < 10 ||
-        !atomic_compare_exchange_strong(&busy, &expected, 1))
+        !atomic_compare_exchange_strong(&agent_busy, &expected, 1))
         return;
     atomic_store(&last, now);
     struct pollfd pf = {.fd = ddl_ctx.agent_fd, .events = POLLIN};
@@ -175,7 +191,9 @@ void ddl_agent_notice(void)
             /* the world is aborted: no operation waits here again */
             ddl_comm_abort(&ddl_ctx.world, "this rank lost its link to the node's ddl-agent");
         } else {
-            if (m.type == DDL_MSG_GENERATION && m.u.generation.action != DDL_GEN_FINISH) {
+            if (ddl_stop_notice(&m)) {
+                /* a stop: taken into account (stop.c) */
+            } else if (m.type == DDL_MSG_GENERATION && m.u.generation.action != DDL_GEN_FINISH) {
                 snprintf(why, sizeof why, "the agents ended generation %u: %s", ddl_ctx.gen,
                          m.u.generation.cause ? m.u.generation.cause : "a failure elsewhere");
                 ddl_debug("rank %d: %s", ddl_ctx.rank, why);
@@ -184,7 +202,7 @@ void ddl_agent_notice(void)
             ddl_msg_clear(&m);
         }
     }
-    atomic_store(&busy, 0);
+    atomic_store(&agent_busy, 0);
 }
 
 /* wait_idle: the transport's idle hook, while an operation waits for a
@@ -215,9 +233,13 @@ static void agent_fence(void)
         ddl_ucx_progress();
         struct pollfd pf = {.fd = ddl_ctx.agent_fd, .events = POLLIN};
         if (poll(&pf, 1, 1) > 0) {
-            if (ddl_proto_recv(ddl_ctx.agent_fd, &m, 5000, &err) == 0)
-                ddl_msg_clear(&m);
-            return;
+            if (ddl_proto_recv(ddl_ctx.agent_fd, &m, 5000, &err) < 0)
+                return;
+            /* a notice (a stop) may come before the fence's answer */
+            int answer = m.type == DDL_MSG_ALLGATHER_RESULT || m.type == DDL_MSG_ERROR;
+            ddl_msg_clear(&m);
+            if (answer)
+                return;
         }
     }
     ddl_debug("rank %d: the closing fence did not complete within 30 s", ddl_ctx.rank);
@@ -225,6 +247,7 @@ static void agent_fence(void)
 
 static void release(void)
 {
+    ddl_stop_fini();
     ddl_mem_release_all();
     if (ddl_ctx.tl) {
         int aborted = atomic_load(&ddl_ctx.world.aborted) != 0;
@@ -266,6 +289,7 @@ ddl_status_t ddl_init(void)
         release();
         return st;
     }
+    ddl_stop_init(); /* before the exchange: a stop may be asked for during it */
     if (ddl_ctx.size > 1) {
         st = ddl_ucx_init(&addr, &addr_len, &ddl_ctx.tl);
         if (st == DDL_OK) {

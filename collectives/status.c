@@ -15,6 +15,7 @@ const char *ddl_status_str(ddl_status_t status)
     switch (status) {
     case DDL_OK: return "DDL_OK: success";
     case DDL_INPROGRESS: return "DDL_INPROGRESS: operation in progress";
+    case DDL_STOP: return "DDL_STOP: the job is being stopped: checkpoint and exit";
     case DDL_ERR_INVALID: return "DDL_ERR_INVALID: invalid argument";
     case DDL_ERR_NOMEM: return "DDL_ERR_NOMEM: out of memory";
     case DDL_ERR_NOT_INITIALIZED: return "DDL_ERR_NOT_INITIALIZED: ddl_init() has not succeeded";

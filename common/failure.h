@@ -67,5 +67,9 @@ int ddl_fail_summary_write(const char *dir, const ddl_fail_summary_t *s, ddl_err
 #define DDL_EXIT_HANG 92           /* ddl-launch: its worker hung and was killed */
 #define DDL_EXIT_NODE_LOST 93      /* a node, agent or supervisor was lost and the world
                                     * cannot be formed again */
+#define DDL_EXIT_STOPPED 94        /* stopped on request (Slurm's time limit or preemption
+                                    * SIGTERM, --signal's SIGUSR1/SIGUSR2, ddlrun's SIGTERM)
+                                    * after every rank committed a checkpoint at one step
+                                    * boundary: requeue to resume; same value in ddl.h */
 
 #endif

@@ -37,7 +37,8 @@ const char *ddl_msg_type_str(int type)
                                         "ALLGATHER", "ALLGATHER_RESULT", "STATUS_REQ",
                                         "STATUS", "ACK", "PEER_HELLO", "NODE_GATHER",
                                         "PEER_BEAT", "FAILURE", "GENERATION", "ROSTER",
-                                        "PEER_AUTH", "PEER_WELCOME", "PROGRESS"};
+                                        "PEER_AUTH", "PEER_WELCOME", "PROGRESS", "STOP_REQ",
+                                        "STOP", "STOP_AT"};
     return type >= DDL_MSG_ERROR && type <= DDL_MSG_TYPE_MAX ? names[type] : "unknown";
 }
 
@@ -92,6 +93,12 @@ void ddl_msg_clear(ddl_msg_t *msg)
         free(msg->u.generation.cause);
         free(msg->u.generation.node_rank);
         free(msg->u.generation.master);
+        break;
+    case DDL_MSG_STOP_REQ:
+        free(msg->u.stop_req.why);
+        break;
+    case DDL_MSG_STOP:
+        free(msg->u.stop.why);
         break;
     case DDL_MSG_NODE_GATHER:
         free(msg->u.node_gather.ranks);
@@ -346,6 +353,25 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
         for (uint32_t i = 0; i < u->generation.nnodes && u->generation.node_rank; i++)
             w_u32(&w, u->generation.node_rank[i]);
         w_str(&w, u->generation.master); /* minor 4 */
+        break;
+    case DDL_MSG_STOP_REQ:
+        w_i32(&w, u->stop_req.signo);
+        w_str(&w, u->stop_req.why);
+        break;
+    case DDL_MSG_STOP:
+        if (u->stop.at < -1 && !w.failed)
+            w.failed = EINVAL;
+        w_u32(&w, u->stop.gen);
+        w_i64(&w, u->stop.at);
+        w_str(&w, u->stop.why);
+        break;
+    case DDL_MSG_STOP_AT:
+        if (u->stop_at.boundary < 0 && !w.failed)
+            w.failed = EINVAL;
+        w_u32(&w, u->stop_at.gen);
+        w_u32(&w, u->stop_at.rank);
+        w_i64(&w, u->stop_at.boundary);
+        w_i64(&w, u->stop_at.step);
         break;
     case DDL_MSG_NODE_GATHER: {
         const typeof(u->node_gather) *g = &u->node_gather;
@@ -849,6 +875,27 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
             u->generation.master = r_str(&r, "master address", &nomem);
         if (r.what)
             u->generation.nnodes = 0;
+        break;
+    case DDL_MSG_STOP_REQ:
+        u->stop_req.signo = r_i32(&r, "signal");
+        if (!r.what && (u->stop_req.signo < 0 || u->stop_req.signo > 64))
+            r.what = "signal";
+        u->stop_req.why = r_str(&r, "reason", &nomem);
+        break;
+    case DDL_MSG_STOP:
+        u->stop.gen = r_u32(&r, "generation");
+        u->stop.at = r_i64(&r, "boundary");
+        if (!r.what && u->stop.at < -1)
+            r.what = "boundary";
+        u->stop.why = r_str(&r, "reason", &nomem);
+        break;
+    case DDL_MSG_STOP_AT:
+        u->stop_at.gen = r_u32(&r, "generation");
+        u->stop_at.rank = r_u32(&r, "rank");
+        u->stop_at.boundary = r_i64(&r, "boundary");
+        u->stop_at.step = r_i64(&r, "step");
+        if (!r.what && u->stop_at.boundary < 0)
+            r.what = "boundary";
         break;
     case DDL_MSG_NODE_GATHER: {
         typeof(u->node_gather) *g = &u->node_gather;

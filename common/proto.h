@@ -27,7 +27,7 @@
 
 #define DDL_PROTO_MAGIC 0x44444c77u /* "DDLw" */
 #define DDL_PROTO_MAJOR 1
-#define DDL_PROTO_MINOR 6
+#define DDL_PROTO_MINOR 7
 #define DDL_PROTO_HDR_LEN 12
 #define DDL_PROTO_MAX_BODY (64u << 20)
 #define DDL_PROTO_MAX_STR 4096u
@@ -51,8 +51,11 @@ typedef enum {
     DDL_MSG_PEER_AUTH = 15,       /* agent -> listening agent (TCP): claims, nonce, MAC (minor 5) */
     DDL_MSG_PEER_WELCOME = 16,    /* listening agent -> agent: its nonce and MAC (minor 5) */
     DDL_MSG_PROGRESS = 17,        /* ddl-launch -> agent: the worker's last heartbeat (minor 6) */
+    DDL_MSG_STOP_REQ = 18,        /* ddl-launch, libddl -> agent -> leader agent: a stop signal (minor 7) */
+    DDL_MSG_STOP = 19,            /* leader agent -> agents -> libddl, ddl-launch: stop at a step boundary (minor 7) */
+    DDL_MSG_STOP_AT = 20,         /* libddl -> agent -> leader agent: the first boundary it can stop at (minor 7) */
 } ddl_msg_type_t;
-#define DDL_MSG_TYPE_MAX DDL_MSG_PROGRESS
+#define DDL_MSG_TYPE_MAX DDL_MSG_STOP_AT
 
 /* PEER_AUTH and PEER_WELCOME: sizes of the nonces and MACs (agent/auth.h),
  * and the largest PEER_AUTH body a listening agent reads from a connection
@@ -258,6 +261,22 @@ typedef struct {
              * that now holds world rank 0 (MASTER_ADDR), NULL or "": unchanged */
             char *master;
         } generation;
+        struct {
+            int32_t signo; /* the signal that asked for the stop, 0: none */
+            char *why;     /* one line for people ("SIGTERM on node 1 (n2)"), may be NULL */
+        } stop_req;
+        struct {
+            uint32_t gen; /* the generation that stops */
+            int64_t at;   /* -1: report the first boundary you can stop at (STOP_AT);
+                           * >= 0: stop at that boundary (ddl_should_stop() call index) */
+            char *why;    /* what asked for the stop, may be NULL */
+        } stop;
+        struct {
+            uint32_t gen;      /* the worker's generation */
+            uint32_t rank;     /* its world rank */
+            int64_t boundary;  /* the first ddl_should_stop() call index it can stop at */
+            int64_t step;      /* the program's step at its last call, -1: none */
+        } stop_at;
         struct {
             uint32_t gen, seq, size, count;
             uint32_t *ranks; /* count entries, each < size */

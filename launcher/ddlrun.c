@@ -8,8 +8,10 @@
  * (--crash-loop), the one-line failure report and DIR/failure-gen<G>.json
  * (--checkpoint-dir); their notice aborts the collectives in flight and
  * every task ends with the decided exit status.  ddlrun starts, labels
- * output (--label), binds (--bind), forwards SIGINT/SIGTERM/SIGHUP to the
- * tasks (SIGKILL after the grace period), and cleans up: it is a child
+ * output (--label), binds (--bind), forwards SIGINT/SIGHUP to the tasks
+ * (SIGKILL after the grace period), turns SIGTERM, SIGUSR1 and SIGUSR2 into
+ * a stop at a step boundary (drain(): checkpoint, exit status 94; SIGKILL
+ * after the grace period), and cleans up: it is a child
  * subreaper, sweeps every agent's process group at the end, and its
  * children die with it (PR_SET_PDEATHSIG), so no process outlives it.
  */
@@ -75,6 +77,7 @@ typedef struct {
     int stopping;     /* ranks have been told to stop */
     int64_t kill_at;  /* when to SIGKILL the rest (ms), 0 none */
     int interrupted;  /* signal that interrupted ddlrun, 0 none */
+    int64_t drain_ms; /* when a stop at a step boundary was asked for (drain), 0 never */
     int start_failed; /* a task could not be started (reported): exit status 1 */
     int ntasks, tpn;  /* tasks (ranks, and --spares' waiting ones), tasks per node */
     node_t *nodes;    /* the agents: one, or with --emulate o.nodes + o.spares */
@@ -108,6 +111,7 @@ static void stop_ranks(run_t *r, int sig)
             kill(sig == SIGKILL ? -group_of(r, i) : r->ranks[i].pid, sig);
     if (!r->stopping && sig != SIGKILL)
         r->kill_at = ddl_now_ms() + r->o.grace_ms;
+    r->drain_ms = ddl_now_ms();
     r->stopping = 1;
 }
 
@@ -353,6 +357,27 @@ static void reap(run_t *r)
     }
 }
 
+/* drain: SIGTERM, SIGUSR1 or SIGUSR2 asks the job to stop at a step
+ * boundary, as Slurm does at a time limit: the signal goes to every process
+ * of the job (each node's process group: agent, ddl-launch, worker), the
+ * agents agree with the workers' libddl on one boundary, the workers commit a
+ * checkpoint and exit with DDL_EXIT_STOPPED (agent/drain.c).  SIGKILL after
+ * the grace period, or at a second SIGTERM or SIGINT. */
+static void drain(run_t *r, int sig)
+{
+    char name[32];
+    ddl_warn("got %s: asking the %d rank%s to checkpoint at their next step boundary and stop "
+             "(exit status %d); SIGKILL in %.1f s, or at once on a second SIGTERM",
+             ddl_signal_name(sig, name, sizeof name), r->alive, r->alive == 1 ? "" : "s",
+             DDL_EXIT_STOPPED, (double)r->o.grace_ms / 1000.0);
+    for (int k = 0; k < r->nagents; k++)
+        if (r->nodes[k].group > 0 && !r->nodes[k].lost)
+            kill(-r->nodes[k].group, sig);
+    r->kill_at = ddl_now_ms() + r->o.grace_ms;
+    r->drain_ms = ddl_now_ms();
+    r->stopping = 1;
+}
+
 static void on_signal(run_t *r, int sig)
 {
     char name[32];
@@ -360,11 +385,19 @@ static void on_signal(run_t *r, int sig)
         reap(r);
         return;
     }
-    if (!r->stopping) {
+    if (!r->stopping && (sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2)) {
+        drain(r, sig);
+    } else if (!r->stopping) {
         r->interrupted = sig;
         ddl_warn("got %s: forwarding it to %d rank%s", ddl_signal_name(sig, name, sizeof name),
                  r->alive, r->alive == 1 ? "" : "s");
         stop_ranks(r, sig);
+    } else if (r->drain_ms && ddl_now_ms() - r->drain_ms < 1000 &&
+               (sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2)) {
+        /* the same request twice (timeout(1) signals its child and then its
+         * process group): not the second SIGTERM that kills at once */
+        ddl_debug("got %s again within 1 s: taken as the same request",
+                  ddl_signal_name(sig, name, sizeof name));
     } else if (sig == SIGINT || sig == SIGTERM) {
         if (!r->interrupted)
             r->interrupted = sig;
@@ -644,8 +677,9 @@ static void stop_nodes(run_t *r)
             if (r->nodes[k].agent > 0 && waitpid(r->nodes[k].agent, NULL, WNOHANG) ==
                                              r->nodes[k].agent)
                 r->nodes[k].agent = 0;
+            /* SIGINT: SIGTERM would ask a supervised agent to stop the step */
             if (r->nodes[k].agent > 0 && t == (r->interrupted ? 0 : 200))
-                kill(r->nodes[k].agent, SIGTERM);
+                kill(r->nodes[k].agent, SIGINT);
             left += r->nodes[k].agent > 0;
         }
         if (!left)
@@ -838,6 +872,8 @@ int main(int argc, char **argv)
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGHUP);
     sigaddset(&mask, SIGQUIT);
+    sigaddset(&mask, SIGUSR1);
+    sigaddset(&mask, SIGUSR2);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
     r.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);

@@ -22,8 +22,12 @@
  * way as the worker: the same exit status, or killed by the same signal, so
  * that ddlrun (and later slurmstepd) sees the worker's fate.  On SIGTERM,
  * SIGINT or SIGHUP the worker gets the signal and DDL_GRACE_MS (default
- * 5000) to exit before SIGKILL.  If ddl-launch's parent dies it behaves as if
- * sent SIGTERM; if ddl-launch itself is killed, the worker gets SIGKILL.
+ * 5000) to exit before SIGKILL; under an agent that decides (--slurm,
+ * --node), SIGTERM, SIGUSR1 and SIGUSR2 instead ask the agents to stop the
+ * step at a step boundary (agent/drain.c: the worker, signalled by Slurm or
+ * ddlrun itself, checkpoints and exits with 94).  If ddl-launch's parent
+ * dies it behaves as if sent SIGTERM, without the stop; if ddl-launch
+ * itself is killed, the worker gets SIGKILL.
  * ddl-launch is a child subreaper: whatever the worker leaves behind (a
  * background child, an orphan of a killed shell) becomes its child and is
  * killed once the worker has ended.
@@ -81,7 +85,17 @@ static uint32_t cur_gen;             /* the worker's generation */
 static char beat_path[PATH_MAX];     /* Slurm: the first worker's heartbeat FIFO, "" none */
 static char hang_text[400];          /* the last hang report, for the agent */
 static int node_mode;                /* --node: ddlrun's task */
+static pid_t launch_parent;          /* slurmstepd or ddlrun; it changes when it dies */
+static int stop_asked;               /* a stop signal was passed on to the agent */
 static ddl_spawn_t node_spawn;       /* --node: how to start the worker */
+
+/* stop_signal: SIGTERM (Slurm's time limit, preemption, scancel; ddlrun's
+ * SIGTERM), SIGUSR1 and SIGUSR2 (sbatch --signal) ask a supervised step to
+ * stop at a step boundary (agent/drain.c) instead of killing the worker. */
+static int stop_signal(int sig)
+{
+    return sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2;
+}
 
 /* Watching the worker's heartbeats (ddl_beat_rec_t, from libddl). */
 typedef struct {
@@ -515,7 +529,10 @@ static void pass_signal(ddl_evloop_t *loop, ddl_ev_fd_t *w, int fd, short re, vo
     (void)loop;
     (void)w;
     (void)re;
-    if (read(fd, &si, sizeof si) == sizeof si && si.ssi_signo != SIGCHLD)
+    /* Slurm signals the agent itself (it is a process of the step): a stop
+     * signal passed on too would be a second request */
+    if (read(fd, &si, sizeof si) == sizeof si && si.ssi_signo != SIGCHLD &&
+        !stop_signal((int)si.ssi_signo))
         kill(*(pid_t *)arg, (int)si.ssi_signo);
 }
 
@@ -666,6 +683,25 @@ static int agent_msg(sup_t *s, int grace_ms)
     }
     ddl_msg_clear(&m);
     return 0;
+}
+
+/* ask_stop: pass a stop signal on to the agent (once).  The worker is not
+ * signalled from here: Slurm (or ddlrun) signals every process of the step,
+ * the worker included, and its libddl (or the program) takes it from
+ * there; the agents decide when it ends. */
+static void ask_stop(int sig)
+{
+    char name[32], why[160];
+    if (stop_asked || agent_fd < 0)
+        return;
+    stop_asked = 1;
+    snprintf(why, sizeof why, "%s to task %ld", ddl_signal_name(sig, name, sizeof name), rank);
+    ddl_debug("rank %ld: %s: asking the agents to stop the step", rank, why);
+    ddl_msg_t m = {.type = DDL_MSG_STOP_REQ};
+    m.u.stop_req.signo = sig;
+    m.u.stop_req.why = why;
+    if (ddl_proto_send(agent_fd, &m) < 0)
+        ddl_warn("rank %ld: cannot pass %s on to the agent: %m", rank, name);
 }
 
 /* new_master: a decision moved rank 0 to another node: MASTER_ADDR names
@@ -854,7 +890,10 @@ static int sup_round(sup_t *s)
     }
     int sig = s->sig;
     s->sig = 0;
-    if (sig && sig != SIGCHLD) {
+    if (sig && sig != SIGCHLD && s->wait_decision && stop_signal(sig) &&
+        getppid() == launch_parent) {
+        ask_stop(sig); /* the agents stop the step; the worker got it too */
+    } else if (sig && sig != SIGCHLD) {
         if (s->wpid)
             kill(s->wpid, sig);
         if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !s->kill_at) {
@@ -1108,6 +1147,7 @@ int main(int argc, char **argv)
         return 1;
     }
     pid_t parent = getppid();
+    launch_parent = parent;
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent)
@@ -1116,8 +1156,8 @@ int main(int argc, char **argv)
     pid_t wpid;
     if (slurm) {
         if ((wpid = slurm_start(argv[2], argv[3], &agent, &idle)) < 0) {
-            if (agent > 0) {
-                kill(agent, SIGTERM);
+            if (agent > 0) { /* SIGINT: SIGTERM would ask a supervised agent to stop */
+                kill(agent, SIGINT);
                 waitpid(agent, NULL, 0);
             }
             return 1;

@@ -81,7 +81,8 @@ INTEGRATION_TESTS = \
     tests/integration/t0028-python-ddp.t \
     tests/integration/t0029-python-fmnist.t \
     tests/integration/t0034-gradx.t \
-    tests/integration/t0030-metrics.t
+    tests/integration/t0030-metrics.t \
+    tests/integration/t0033-ddlrun-stop.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh \
               tests/helpers/prom-samples.py
@@ -173,6 +174,12 @@ tests/integration/t0019-slurm-recovery.log: tests/integration/t0016-slurm-torch.
 # and as an ordinary user.  One cluster at a time: it runs after t0019.
 INTEGRATION_TESTS += tests/integration/t0031-slurm-ops.t
 tests/integration/t0031-slurm-ops.log: tests/integration/t0019-slurm-recovery.log
+
+# Time limits under sbatch on the 2-node namespace cluster: --signal stops
+# fmnist-train at a committed checkpoint, the job is requeued and ends with
+# the uninterrupted weights.  One cluster at a time: it runs after t0031.
+INTEGRATION_TESTS += tests/integration/t0032-slurm-preempt.t
+tests/integration/t0032-slurm-preempt.log: tests/integration/t0031-slurm-ops.log
 EXTRA_DIST += tests/slurm/lib-cluster.sh
 
 # The event loop of the agent, ddlrun and ddl-launch (common/evloop.c):

@@ -41,6 +41,8 @@ extern "C" {
 typedef enum {
     DDL_OK = 0,
     DDL_INPROGRESS = 1,           /* operation not complete yet */
+    DDL_STOP = 2,                 /* ddl_should_stop(): checkpoint now and exit with
+                                   * DDL_EXIT_STOPPED (not an error) */
     DDL_ERR_INVALID = -1,         /* bad argument (NULL buffer, bad root...) */
     DDL_ERR_NOMEM = -2,           /* out of memory */
     DDL_ERR_NOT_INITIALIZED = -3, /* ddl_init() was not called, or failed */
@@ -131,6 +133,43 @@ ddl_status_t ddl_finalize(void);
  * it.  Cheap (at most one write every 100 ms), non-blocking, thread-safe,
  * usable before ddl_init(); a no-op without a supervisor.  Returns DDL_OK. */
 ddl_status_t ddl_heartbeat(int64_t step);
+
+/* Exit status of a program that stopped because ddl_should_stop() said so,
+ * after committing its checkpoint (the same as the launchers' own, see
+ * docs/user-guide.md "Exit status"): under Slurm the batch script requeues
+ * the job on it (docs/slurm.md "Time limits and preemption"). */
+#define DDL_EXIT_STOPPED 94
+
+/* ddl_should_stop: whether to checkpoint and exit now, at this step
+ * boundary.  When Slurm is about to end the job (its time limit's or a
+ * preemption's SIGTERM, or the signal of sbatch --signal, SIGUSR1 or
+ * SIGUSR2), or ddlrun gets SIGTERM, SIGUSR1 or SIGUSR2, the node agents
+ * ask every rank to stop; the ranks agree on one boundary through the
+ * agents, and at that boundary this returns DDL_STOP on every rank of the
+ * world.  The program then commits a checkpoint of the state after `step`
+ * (ddl_ckpt_begin ... ddl_ckpt_commit), calls ddl_finalize() and exits
+ * with DDL_EXIT_STOPPED; the requeued job resumes from that checkpoint.
+ *
+ * Call it at every step boundary (or every k steps), the same number of
+ * times on every rank of the world, with at least one collective on the
+ * world between two calls (the gradient allreduce); `step` is the
+ * program's step number, for messages only.  From ddl_init() on, libddl
+ * catches SIGTERM, SIGUSR1 and SIGUSR2 in a process started by ddlrun or
+ * srun --ddl when their disposition is the default (a program's own
+ * handler is left alone), so that these signals ask for the stop instead
+ * of killing the rank; a SIGTERM from the rank's own supervisor (a restart,
+ * or the agents' decision to stop) still ends it at once; ddl_finalize()
+ * restores the defaults.  A world of one without an agent connection
+ * stops at its next call after such a signal.
+ *
+ * Blocking: cheap (one poll of the agent connection) unless a stop is under
+ * way; then it waits for the agents' decision, which comes once every rank
+ * has reached a call or a collective (milliseconds).  Call it from the
+ * thread that runs the blocking collectives.  Not thread-safe.
+ * Returns DDL_OK (go on), DDL_STOP (stop now); DDL_ERR_NOT_INITIALIZED;
+ * DDL_ERR_ABORTED when the world was aborted (a failure elsewhere, or this
+ * rank lost its node's agent) while it waited or before. */
+ddl_status_t ddl_should_stop(int64_t step);
 
 /* ddl_gpu_count: the CUDA devices libddl can use in this process: 0 when
  * it was built without CUDA, or there is no GPU or no driver (then every

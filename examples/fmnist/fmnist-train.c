@@ -123,6 +123,7 @@ typedef struct {
     int nhidden;
     int comm;               /* --comm: COMM_FULL, COMM_SFB, COMM_AUTO */
     int overlap;            /* --overlap 0|1 */
+    long pace_ms;         /* --pace: sleep after each step, 0 none */
 } options_t;
 
 enum { COMM_FULL, COMM_SFB, COMM_AUTO };
@@ -231,6 +232,8 @@ static void usage(FILE *f)
             "  --overlap 0|1    1: hand each layer's gradient to libddl's gradient\n"
             "                   exchange as soon as backward has it, in the background;\n"
             "                   0 (default): exchange after backward, blocking\n"
+            "  --pace MS        sleep MS milliseconds after each step (a slower model,\n"
+            "                   for demonstrations of stopping and requeueing)\n"
             "  --device cpu|cuda\n"
             "                   where to train: the CPU with OpenBLAS (default), or\n"
             "                   this rank's GPU with cuBLAS (exit 77 if there is none)\n"
@@ -309,7 +312,7 @@ static void parse_options(int argc, char **argv, options_t *o)
 {
     enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_SEED,
            OPT_LIMIT, OPT_CKPT_EVERY, OPT_CKPT_DIR, OPT_CKPT_ASYNC, OPT_DEVICE,
-           OPT_HIDDEN, OPT_COMM, OPT_OVERLAP, OPT_HELP };
+           OPT_HIDDEN, OPT_COMM, OPT_OVERLAP, OPT_PACE, OPT_HELP };
     static const struct option longopts[] = {
         {"data", required_argument, NULL, OPT_DATA},
         {"epochs", required_argument, NULL, OPT_EPOCHS},
@@ -325,6 +328,7 @@ static void parse_options(int argc, char **argv, options_t *o)
         {"hidden", required_argument, NULL, OPT_HIDDEN},
         {"comm", required_argument, NULL, OPT_COMM},
         {"overlap", required_argument, NULL, OPT_OVERLAP},
+        {"pace", required_argument, NULL, OPT_PACE},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -375,6 +379,9 @@ static void parse_options(int argc, char **argv, options_t *o)
             break;
         case OPT_CKPT_ASYNC:
             o->ckpt_async = 1;
+            break;
+        case OPT_PACE:
+            o->pace_ms = parse_long_opt("pace", optarg, 0, 60000);
             break;
         case OPT_CKPT_DIR:
             if (!*optarg)
@@ -1003,6 +1010,38 @@ static void gpu_free(fmnist_gpu_t *gpu) {}
 
 #endif /* FMNIST_CUDA */
 
+/* stop_here: the job is being stopped and every rank is at step `iter`:
+ * commit the checkpoint of this step (synchronously; unless the periodic one
+ * just did), then exit with DDL_EXIT_STOPPED, so that the batch script
+ * requeues the job and it resumes from here. */
+static void stop_here(ddl_comm_t *comm, const options_t *o, fmnist_gpu_t *gpu, int64_t iter,
+                      int saved, float *params, float *velocity, double *stats,
+                      const int32_t *modes, int nmodes)
+{
+    int64_t last = -1;
+    if (o->ckpt_dir && o->ckpt_async) /* the periodic one may still be in the background */
+        check(ddl_ckpt_wait(&last), "ddl_ckpt_wait");
+    if (o->ckpt_dir && !(saved && (!o->ckpt_async || last == iter))) {
+        if (gpu)
+            gpu_fetch(gpu, params, velocity, stats);
+        save_checkpoint(comm, o->ckpt_dir, iter, 0, params, velocity, stats, modes, nmodes);
+    }
+    int64_t latest = -1;
+    if (o->ckpt_dir)
+        ddl_ckpt_latest(o->ckpt_dir, &latest);
+    if (ddl_rank() == 0) {
+        if (latest == iter)
+            say("fmnist-train: stopped at step %lld: checkpoint committed in %s; exit status "
+                "%d (requeue to resume)\n", (long long)iter, o->ckpt_dir, DDL_EXIT_STOPPED);
+        else
+            say("fmnist-train: stopped at step %lld without a checkpoint of it (%s); exit "
+                "status %d\n", (long long)iter,
+                o->ckpt_dir ? "it was not committed" : "no --checkpoint-dir", DDL_EXIT_STOPPED);
+    }
+    check(ddl_finalize(), "ddl_finalize");
+    exit(DDL_EXIT_STOPPED);
+}
+
 /* -------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
@@ -1157,12 +1196,25 @@ int main(int argc, char **argv)
             steps_run++;
             iter++;
             ddl_heartbeat(iter); /* the step, for the agents' metrics and hang reports */
+            int saved = 0;
             if (opt.ckpt_every && iter % opt.ckpt_every == 0) {
                 if (gpu)
                     gpu_fetch(gpu, params, velocity, stats);
                 save_checkpoint(comm, opt.ckpt_dir, iter, opt.ckpt_async, params, velocity,
                                 stats, xc.gx ? modes : NULL, net.nl);
+                saved = 1;
             }
+            if (opt.pace_ms > 0) {
+                struct timespec pace = {opt.pace_ms / 1000, (opt.pace_ms % 1000) * 1000000L};
+                nanosleep(&pace, NULL);
+            }
+            /* The job is being stopped (time limit, preemption, ddlrun's SIGTERM):
+             * every rank gets DDL_STOP at the same step; commit it and exit. */
+            ddl_status_t sst = ddl_should_stop(iter);
+            if (sst == DDL_STOP)
+                stop_here(comm, &opt, gpu, iter, saved, params, velocity, stats,
+                          xc.gx ? modes : NULL, net.nl);
+            check(sst, "ddl_should_stop");
         }
         if (gpu)
             gpu_sync(gpu); /* the epoch's time includes the last update */

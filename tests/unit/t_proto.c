@@ -758,6 +758,71 @@ static void test_malformed(void)
     free(good);
 }
 
+/* STOP_REQ, STOP, STOP_AT (minor 6): a stop on request at a step boundary */
+static void test_stop(void)
+{
+    ddl_msg_t in, out;
+    in = (ddl_msg_t){.type = DDL_MSG_STOP_REQ};
+    in.u.stop_req.signo = 10;
+    in.u.stop_req.why = "SIGUSR1 to task 3";
+    round_trip(&in, &out);
+    ok(out.type == DDL_MSG_STOP_REQ && out.u.stop_req.signo == 10 && out.u.stop_req.why &&
+           strcmp(out.u.stop_req.why, "SIGUSR1 to task 3") == 0,
+       "STOP_REQ fields survive");
+    ddl_msg_clear(&out);
+
+    in = (ddl_msg_t){.type = DDL_MSG_STOP};
+    in.u.stop.gen = 2;
+    in.u.stop.at = -1;
+    in.u.stop.why = "SIGTERM on node 1 (n2)";
+    round_trip(&in, &out);
+    ok(out.u.stop.gen == 2 && out.u.stop.at == -1 && out.u.stop.why &&
+           strcmp(out.u.stop.why, in.u.stop.why) == 0,
+       "STOP asking for the ranks' boundaries survives");
+    ddl_msg_clear(&out);
+    in.u.stop.at = 5000000000LL;
+    in.u.stop.why = NULL;
+    round_trip(&in, &out);
+    ok(out.u.stop.at == 5000000000LL && (!out.u.stop.why || !*out.u.stop.why),
+       "STOP with a 64-bit boundary and no reason survives");
+    ddl_msg_clear(&out);
+
+    in = (ddl_msg_t){.type = DDL_MSG_STOP_AT};
+    in.u.stop_at.gen = 1;
+    in.u.stop_at.rank = 7;
+    in.u.stop_at.boundary = 41;
+    in.u.stop_at.step = -1;
+    round_trip(&in, &out);
+    ok(out.u.stop_at.gen == 1 && out.u.stop_at.rank == 7 && out.u.stop_at.boundary == 41 &&
+           out.u.stop_at.step == -1,
+       "STOP_AT fields survive");
+    ddl_msg_clear(&out);
+
+    uint8_t *f;
+    size_t len;
+    in.u.stop_at.boundary = -1;
+    errno = 0;
+    ok(ddl_proto_encode(&in, &f, &len) == -1 && errno == EINVAL,
+       "STOP_AT with a negative boundary does not encode");
+    in.u.stop_at.boundary = 3;
+    f = encode(&in, &len);
+    memset(f + DDL_PROTO_HDR_LEN + 8, 0xff, 8); /* boundary -1 on the wire */
+    expect_malformed(f, len, "STOP_AT with a negative boundary", "boundary");
+    free(f);
+    in = (ddl_msg_t){.type = DDL_MSG_STOP};
+    in.u.stop.at = 2;
+    f = encode(&in, &len);
+    memset(f + DDL_PROTO_HDR_LEN + 4, 0xfe, 8); /* boundary -2 */
+    expect_malformed(f, len, "STOP with a boundary below -1", "boundary");
+    free(f);
+    in = (ddl_msg_t){.type = DDL_MSG_STOP_REQ};
+    in.u.stop_req.signo = 200;
+    f = encode(&in, &len);
+    expect_malformed(f, len, "STOP_REQ with signal 200", "signal");
+    free(f);
+    is_str(ddl_msg_type_str(DDL_MSG_STOP_AT), "STOP_AT", "the new types have names");
+}
+
 static void test_encode_errors(void)
 {
     uint8_t *f;
@@ -930,6 +995,7 @@ int main(void)
     test_auth_and_strings();
     test_malformed();
     test_encode_errors();
+    test_stop();
     test_socket_io();
     is_str(ddl_rank_state_str(DDL_RANK_RUNNING), "running", "state names");
     is_str(ddl_rank_state_str(99), "unknown", "unknown state name");
