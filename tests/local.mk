@@ -64,7 +64,8 @@ INTEGRATION_TESTS = \
     tests/integration/t0020-ddlrun-emulate.t \
     tests/integration/t0023-deps.t \
     tests/integration/t0024-limits.t \
-    tests/integration/t0026-ddlrun-abort.t
+    tests/integration/t0026-ddlrun-abort.t \
+    tests/integration/t0040-man.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh
 
