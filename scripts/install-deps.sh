@@ -1,7 +1,8 @@
 #!/bin/sh
 # install-deps.sh: install the Debian 12 packages ddl needs to build, test
 # and run its examples (clang and libclang-rt-14-dev: the libFuzzer targets
-# of tests/fuzz).  Idempotent, non-interactive; run as root.  Skips apt-get
+# of tests/fuzz; mandoc: the lint of the man pages).  Idempotent,
+# non-interactive; run as root.  Skips apt-get
 # entirely when everything is already installed.
 set -eu
 
@@ -17,6 +18,7 @@ libpmix-dev
 openmpi-bin libopenmpi-dev
 slurm-wlm slurmctld slurmd slurm-client libslurm-dev munge
 libopenblas-dev
+mandoc
 dataset-fashion-mnist
 procps util-linux iproute2 coreutils findutils gawk
 python3 python3-dev python3-numpy python3-torch python3-prometheus-client

@@ -80,9 +80,10 @@ INTEGRATION_TESTS = \
     tests/integration/t0027-python.t \
     tests/integration/t0028-python-ddp.t \
     tests/integration/t0029-python-fmnist.t \
-    tests/integration/t0034-gradx.t \
     tests/integration/t0030-metrics.t \
-    tests/integration/t0033-ddlrun-stop.t
+    tests/integration/t0033-ddlrun-stop.t \
+    tests/integration/t0034-gradx.t \
+    tests/integration/t0040-man.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh \
               tests/helpers/prom-samples.py
