@@ -1,6 +1,10 @@
 /* proto.c: encoder and strict decoder for ddl's framed wire protocol (see
  * proto.h).  The decoder validates every length against what is left of the
- * body before reading, so malformed input yields EPROTO, never an overread. */
+ * body before reading, so malformed input yields EPROTO, never an overread.
+ * About 1050 lines, over the usual 1000: one encoder and one decoder case
+ * per message type side by side, so that each type's layout is read and
+ * written in one place (the failure, exit-code and JSON helpers are in
+ * failure.c). */
 #include "config.h"
 
 #include <arpa/inet.h>

@@ -9,6 +9,11 @@
  * tensors.  Every libddl status other than DDL_OK becomes ddl.Error,
  * ddl.Aborted or ddl.Timeout with libddl's text.
  *
+ * About 1300 lines, over the usual 1000: the CPython type objects (Pointer,
+ * Request, Memory, Checkpoint) and their method tables are one module
+ * initialisation; splitting them would export the shared lock and request
+ * bookkeeping between files for no reader's benefit.
+ *
  * Threads: libddl is not thread-safe apart from ddl_test, ddl_wait,
  * ddl_request_free and ddl_comm_abort, so every other libddl call holds
  * `ddl_lock` (taken after the GIL is released, so that a blocked
