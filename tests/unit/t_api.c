@@ -191,6 +191,8 @@ int main(void)
 
     ok(strncmp(ddl_status_str(DDL_ERR_PEER), "DDL_ERR_PEER", 12) == 0, "status string for PEER");
     ok(strncmp(ddl_status_str(DDL_ERR_CUDA), "DDL_ERR_CUDA", 12) == 0, "status string for CUDA");
+    ok(strncmp(ddl_status_str(DDL_STOP), "DDL_STOP", 8) == 0, "status string for STOP");
+    ok(ddl_should_stop(0) == DDL_ERR_NOT_INITIALIZED, "ddl_should_stop before ddl_init");
     ok(strncmp(ddl_status_str((ddl_status_t)-999), "DDL_ERR_UNKNOWN", 15) == 0,
        "status string for an unknown code");
     ok(strcmp(DDL_VERSION_STRING, "") != 0, "version string: %s", DDL_VERSION_STRING);
