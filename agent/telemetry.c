@@ -36,11 +36,11 @@
 #define RATE_STALE_MS 10000
 
 struct telemetry {
-    int dfd;            /* the metrics directory, -1: no metrics file */
-    int64_t every_ms;   /* between two writes */
-    int64_t next_ms;    /* ddl_now_ms() of the next write */
-    int warned;         /* a failure to write was logged */
-    char name[160];     /* the file's name in the directory */
+    int dfd;          /* the metrics directory, -1: no metrics file */
+    int64_t every_ms; /* between two writes */
+    int64_t next_ms;  /* ddl_now_ms() of the next write */
+    int warned;       /* a failure to write was logged */
+    char name[160];   /* the file's name in the directory */
 };
 
 static uint32_t age_ms(int64_t at)
@@ -79,8 +79,7 @@ int status_fill(agent_t *a, ddl_msg_t *m)
             ri->step = p->step;
             ri->collectives = p->collectives;
             if (p->rate_known)
-                ri->rate_milli = now - p->last_ms > RATE_STALE_MS ||
-                                         ri->state != DDL_RANK_RUNNING
+                ri->rate_milli = now - p->last_ms > RATE_STALE_MS || ri->state != DDL_RANK_RUNNING
                                      ? 0
                                      : p->rate_milli;
         }
@@ -144,8 +143,8 @@ void progress_note(agent_t *a, uint32_t rank, const ddl_msg_t *m)
         p->rate_known = 0;
     } else if (step >= 0 && now - p->ref_ms >= RATE_WINDOW_MS) {
         double rate = (double)(step - p->ref_step) * 1e6 / (double)(now - p->ref_ms);
-        p->rate_milli = rate >= (double)(DDL_RATE_UNKNOWN - 1) ? DDL_RATE_UNKNOWN - 1
-                                                                 : (uint32_t)(rate + 0.5);
+        p->rate_milli =
+            rate >= (double)(DDL_RATE_UNKNOWN - 1) ? DDL_RATE_UNKNOWN - 1 : (uint32_t)(rate + 0.5);
         p->rate_known = 1;
         p->ref_ms = now;
         p->ref_step = step;
