@@ -43,6 +43,14 @@ import torch.nn.functional as F
 import ddl
 import ddl.checkpoint
 import ddl.torch
+import io
+
+# One write(2) per line: the ranks share the launcher's stdout, and an
+# unbuffered stdout (python3 -u, PYTHONUNBUFFERED) writes a line and its
+# newline separately, so that two ranks' lines can run together.
+sys.stdout = io.TextIOWrapper(open(sys.stdout.fileno(), "wb", buffering=1 << 16, closefd=False),
+                              line_buffering=True)
+
 
 MEAN, STD = 0.2860, 0.3530
 

@@ -35,6 +35,14 @@ import numpy as np
 
 import ddl
 import ddl.checkpoint
+import io
+
+# One write(2) per line: the ranks share the launcher's stdout, and an
+# unbuffered stdout (python3 -u, PYTHONUNBUFFERED) writes a line and its
+# newline separately, so that two ranks' lines can run together.
+sys.stdout = io.TextIOWrapper(open(sys.stdout.fileno(), "wb", buffering=1 << 16, closefd=False),
+                              line_buffering=True)
+
 
 try:
     import torch

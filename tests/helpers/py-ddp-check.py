@@ -29,6 +29,14 @@ import torch.distributed as dist
 
 import ddl
 import ddl.torch
+import io
+
+# One write(2) per line: the ranks share the launcher's stdout, and an
+# unbuffered stdout (python3 -u, PYTHONUNBUFFERED) writes a line and its
+# newline separately, so that two ranks' lines can run together.
+sys.stdout = io.TextIOWrapper(open(sys.stdout.fileno(), "wb", buffering=1 << 16, closefd=False),
+                              line_buffering=True)
+
 
 torch.set_num_threads(1)
 failures = 0
