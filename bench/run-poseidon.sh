@@ -9,12 +9,17 @@
 # by the exchange; the ring model for (a)), the exchange model's bytes, the
 # share of communication hidden, the final test accuracy.
 #
-#   [NRANKS=4] [EPOCHS=1] [LIMIT=12000] [REPEAT=1] bench/run-poseidon.sh BUILDDIR
+#   [NRANKS=4] [EPOCHS=1] [LIMIT=12000] [REPEAT=1] [NODES=N] bench/run-poseidon.sh BUILDDIR
+#
+# NODES=N (1-8, as root): the same runs on N nodes of the namespace Slurm
+# cluster (tests/slurm/cluster.sh, started and stopped here; one cluster at
+# a time), one rank per node, under `srun --mpi=pmix --ddl` over TCP
+# (UCX_TLS=tcp,self on the nodes' veths).
 #
 # One DDL_TUNE_FILE for every run, so that every run uses the same
 # allreduce model.
 set -eu
-build=${1:?usage: run-poseidon.sh BUILDDIR}
+build=$(cd "${1:?usage: run-poseidon.sh BUILDDIR}" && pwd)
 n=${NRANKS:-4}
 epochs=${EPOCHS:-1}
 limit=${LIMIT:-12000}
@@ -24,8 +29,28 @@ ddlrun="$build/launcher/ddlrun"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export DDL_TUNE_FILE="$tmp/tune"
+nodes=${NODES:-}
+run() { "$ddlrun" -n "$n" "$fmnist" "$@"; }
+if [ -n "$nodes" ]; then
+    case $nodes in [1-8]) ;; *) echo "run-poseidon: NODES='$nodes' is not 1-8" >&2; exit 2 ;; esac
+    top=$(cd "$(dirname "$0")/.." && pwd)
+    dir=/var/tmp/ddl-poseidon.$$
+    mkdir -p "$dir"
+    printf 'max_restarts = 5\n' >"$dir/ddl.conf"
+    echo "required $build/plugins/.libs/spank_ddl.so config=$dir/ddl.conf launch=$build/launcher/ddl-launch" \
+        >"$dir/plugstack.conf"
+    DDL_CLUSTER_SHARE="$build $top $tmp" sh "$top/tests/slurm/cluster.sh" start "$dir" "$nodes" >/dev/null ||
+        { st=$?; rm -rf "$dir" "$tmp"; exit $st; }
+    # armed only now: `stop` removes every node namespace, even another cluster's
+    trap 'sh "$top/tests/slurm/cluster.sh" stop "$dir" >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+    trap 'exit 1' HUP INT TERM
+    export SLURM_CONF="$dir/slurm.conf" UCX_TLS=tcp,self
+    unset DDL_RUNTIME_DIR
+    n=$nodes
+    run() { timeout 900 srun --mpi=pmix -N "$nodes" -n "$nodes" --ddl "$fmnist" "$@"; }
+fi
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $n ranks${nodes:+ on $nodes namespace nodes over TCP}"
 echo "| model | config | samples/s | bytes/iter/rank | model bytes | hidden | test acc |"
 echo "| --- | --- | ---: | ---: | ---: | ---: | ---: |"
 for model in 256 1024,1024,512; do
@@ -34,7 +59,7 @@ for model in 256 1024,1024,512; do
         while [ $r -lt "$repeat" ]; do
             r=$((r + 1))
             # shellcheck disable=SC2086
-            "$ddlrun" -n "$n" "$fmnist" --epochs "$epochs" --limit "$limit" --hidden "$model" \
+            run --epochs "$epochs" --limit "$limit" --hidden "$model" \
                 $cfg >"$tmp/out" 2>"$tmp/err" || { echo "| $model | $cfg | failed: $(tail -1 "$tmp/err") |"; continue; }
             sps=$(sed -n 's/^epoch .* \([0-9]*\) samples\/s .*/\1/p' "$tmp/out" | tail -1)
             bytes=$(sed -n 's/^exchange: \([0-9]*\) bytes sent.*/\1/p' "$tmp/out")
