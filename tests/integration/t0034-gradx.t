@@ -74,8 +74,11 @@ t_run 300 "$DDLRUN" -n 3 "$FMNIST" $args --checkpoint-dir "$T_TMP/base"
 t_is $? 0 "baseline: --comm auto --overlap 1 with checkpoints"
 want=$(crc_of)
 ck="$T_TMP/ck-$T_TOKEN"
+# --pace 200 (a sleep after each step; the weights do not change): the run
+# lasts about 6 s, so that rank 1 is still running after the first
+# checkpoint (step 20 of about 31) when the test looks for it
 # shellcheck disable=SC2086
-timeout -k 5 300 "$DDLRUN" -n 3 --restarts 2 "$FMNIST" $args --checkpoint-dir "$ck" \
+timeout -k 5 300 "$DDLRUN" -n 3 --restarts 2 "$FMNIST" $args --pace 200 --checkpoint-dir "$ck" \
     >"$T_TMP/out" 2>"$T_TMP/err" &
 run=$!
 t_wait_file "$ck/latest" 120
