@@ -173,7 +173,7 @@ check "ddlrun, ddl-agent, ddl-bench in /usr/bin, ddl-launch in /usr/libexec" sh 
     '[ "$(command -v ddlrun)" = /usr/bin/ddlrun ] && [ "$(command -v ddl-agent)" = /usr/bin/ddl-agent ] &&
      [ "$(command -v ddl-bench)" = /usr/bin/ddl-bench ] && [ -x /usr/libexec/ddl-launch ] && ddlrun --version'
 check "ddl-bench loads the packaged libddl.so.0" sh -c \
-    'ldd /usr/bin/ddl-bench | grep -E "libddl\.so\.0 => /usr/lib/[^ ]*/libddl\.so\.0 "'
+    'ldd /usr/bin/ddl-bench | grep -E "libddl\.so\.0 => (/usr)?/lib/[^ ]*/libddl\.so\.0 "'
 check "ddlrun -n 2 ddl-bench allreduce -e 1M: every result right" \
     timeout 120 ddlrun -n 2 ddl-bench allreduce -b 8 -e 1M -n 5 -w 1
 check "ddl-agent config --check /etc/slurm/ddl.conf (the packaged conffile)" \
