@@ -26,6 +26,7 @@ import sys as _sys
 from ._ddl import (  # noqa: F401  (re-exported)
     Aborted,
     CheckpointWriter,
+    EXIT_STOPPED,
     Error,
     Memory,
     Pointer,
@@ -46,6 +47,7 @@ from ._ddl import (  # noqa: F401  (re-exported)
     node_rank,
     num_nodes,
     rank,
+    should_stop,
     size,
 )
 from . import _ddl
@@ -55,7 +57,8 @@ __version__ = "%d.%d.%d" % (VERSION_MAJOR, VERSION_MINOR, VERSION_PATCH)
 __all__ = [
     "Aborted", "Error", "Timeout", "Request", "Memory", "Pointer",
     "init", "finalize", "initialized", "rank", "size", "local_rank", "local_size",
-    "node_rank", "num_nodes", "gpu_count", "heartbeat", "abort", "mem_alloc",
+    "node_rank", "num_nodes", "gpu_count", "heartbeat", "should_stop", "EXIT_STOPPED", "abort",
+    "mem_alloc",
     "allreduce", "iallreduce", "bcast", "ibcast", "allgather", "iallgather",
     "reduce_scatter", "ireduce_scatter", "barrier", "ibarrier", "as_buffer",
     "future", "set_checks",

@@ -646,6 +646,28 @@ static PyObject *m_heartbeat(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* should_stop(step): libddl's ddl_should_stop, without the GIL (it may
+ * wait for the agents' decision). */
+static PyObject *m_should_stop(PyObject *self, PyObject *args)
+{
+    long long step = -1;
+    if (!PyArg_ParseTuple(args, "|L", &step))
+        return NULL;
+    if (need_init("ddl.should_stop") < 0)
+        return NULL;
+    ddl_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&ddl_lock);
+    st = ddl_should_stop((int64_t)step);
+    pthread_mutex_unlock(&ddl_lock);
+    Py_END_ALLOW_THREADS
+    if (st == DDL_STOP)
+        Py_RETURN_TRUE;
+    if (st != DDL_OK)
+        return raise_status("ddl.should_stop", st);
+    Py_RETURN_FALSE;
+}
+
 static PyObject *m_abort(PyObject *self, PyObject *args)
 {
     const char *reason = NULL;
@@ -1226,6 +1248,9 @@ static PyMethodDef module_methods[] = {
     {"num_nodes", m_num_nodes, METH_NOARGS, "num_nodes(): nodes in the world."},
     {"gpu_count", m_gpu_count, METH_NOARGS, "gpu_count(): CUDA devices libddl can use."},
     {"heartbeat", m_heartbeat, METH_VARARGS, "heartbeat(step=-1): tell the supervisor we progress."},
+    {"should_stop", m_should_stop, METH_VARARGS,
+     "should_stop(step=-1): True when the job is being stopped (time limit, preemption):\n"
+     "checkpoint, finalize and exit with EXIT_STOPPED."},
     {"abort", m_abort, METH_VARARGS,
      "abort(reason=None): abort the world on this rank: pending and future operations fail with "
      "ddl.Aborted.  Callable from any thread."},
@@ -1307,7 +1332,8 @@ PyMODINIT_FUNC PyInit__ddl(void)
         goto fail;
     if (PyModule_AddIntConstant(m, "VERSION_MAJOR", DDL_VERSION_MAJOR) < 0 ||
         PyModule_AddIntConstant(m, "VERSION_MINOR", DDL_VERSION_MINOR) < 0 ||
-        PyModule_AddIntConstant(m, "VERSION_PATCH", DDL_VERSION_PATCH) < 0)
+        PyModule_AddIntConstant(m, "VERSION_PATCH", DDL_VERSION_PATCH) < 0 ||
+        PyModule_AddIntConstant(m, "EXIT_STOPPED", DDL_EXIT_STOPPED) < 0)
         goto fail;
     return m;
 fail:

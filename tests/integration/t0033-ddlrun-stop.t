@@ -62,6 +62,38 @@ wait $pid
 t_is $? 94 "SIGUSR1 to ddlrun: exit status 94 too"
 t_like "$T_TMP/run.out" "^fmnist-train: stopped at step [0-9]+: checkpoint committed" "... after a checkpoint"
 
+# the Python package: ddl.should_stop() is True at one step on every rank
+if t_find_python numpy; then
+    cat >"$T_TMP/stop.py" <<'EOF'
+import os, sys, numpy as np, ddl
+ddl.init()
+x = np.ones(1000, dtype=np.float32)
+step = 0
+while True:
+    ddl.allreduce(x, op="avg")
+    if ddl.should_stop(step):
+        os.write(1, b"rank %d stops at step %d\n" % (ddl.rank(), step))
+        ddl.finalize()
+        sys.exit(ddl.EXIT_STOPPED)
+    step += 1
+    if step == 20:
+        open(sys.argv[1] + ".%d" % ddl.rank(), "w").close()
+EOF
+    timeout -k 5 60 "$DDLRUN" -n 2 "$PY" -X "$T_TOKEN" "$T_TMP/stop.py" "$T_TMP/py-under-way" \
+        >"$T_TMP/run.out" 2>"$T_TMP/run.err" &
+    pid=$!
+    t_wait_file "$T_TMP/py-under-way.1" 60
+    kill -TERM $pid
+    wait $pid
+    t_is $? 94 "Python: SIGTERM to ddlrun, ddl.should_stop() says stop and the job exits 94"
+    t_diag "$(cat "$T_TMP/run.err")"
+    t_is "$(sed -n 's/^rank [01] stops at step \([0-9]*\)$/\1/p' "$T_TMP/run.out" | sort -u | wc -l)/$(grep -c stops "$T_TMP/run.out")" \
+        "1/2" "... both ranks stop at the same step ($(head -1 "$T_TMP/run.out"))"
+else
+    t_skip "no ddl Python package with numpy: ddl.should_stop() not tested"
+    t_skip "no ddl Python package with numpy"
+fi
+
 # a program without libddl gets the signal itself (the hook for other programs)
 cat >"$T_TMP/other.sh" <<'EOF'
 trap 'echo "rank $RANK checkpoints"; exit 94' TERM

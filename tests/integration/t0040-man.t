@@ -6,11 +6,12 @@
 # spank_ddl.c registers, ddl.conf(5)'s keys are common/conf.c's, every
 # DDL_* variable named is in common/ddl_env.def, libddl(3) names every
 # function of ddl.h and nothing else, every page carries the version, and
-# libddl(3)'s example compiles and runs on 2 ranks.
+# libddl(3)'s example compiles and runs on 2 ranks, and ddl-python(7)
+# describes what the Python package exports.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 
 MAN="$top_srcdir/man"
-PAGES="ddlrun.1 ddl-agent.1 ddl-bench.1 libddl.3 ddl.conf.5 spank_ddl.8"
+PAGES="ddlrun.1 ddl-agent.1 ddl-bench.1 libddl.3 ddl.conf.5 spank_ddl.8 ddl-python.7"
 
 # section PAGE NAME: the roff source of section NAME (.SH NAME up to the
 # next .SH), with \- turned into -.
@@ -139,6 +140,30 @@ for p in $PAGES; do
 done | sort -u >"$T_TMP/named"
 unknown=$(comm -23 "$T_TMP/named" "$T_TMP/env" | tr '\n' ' ')
 t_is "$unknown" "" "every DDL_* variable the man pages name is in common/ddl_env.def"
+
+# ---------------------------------------------------------------- ddl-python(7)
+# the page's tags name exactly the __all__ of ddl, ddl.checkpoint and
+# ddl.torch (read from the sources: nothing needs to be importable)
+py=$(command -v python3 || echo /usr/bin/python3)
+if "$py" - "$top_srcdir/python/ddl" >"$T_TMP/want" 2>"$T_TMP/err" <<'EOF'
+import ast, sys
+for mod, prefix in (("__init__", "ddl."), ("checkpoint", "ddl.checkpoint."), ("torch", "ddl.torch.")):
+    tree = ast.parse(open("%s/%s.py" % (sys.argv[1], mod)).read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            for name in ast.literal_eval(node.value):
+                print(prefix + name)
+EOF
+then
+    sort -u -o "$T_TMP/want" "$T_TMP/want"
+    awk '/^\.(TP|TQ)/ { if ((getline line) > 0) print line }' "$MAN/ddl-python.7" |
+        grep -oE 'ddl(\.[A-Za-z_0-9]+)+' | sort -u >"$T_TMP/got"
+    same "ddl-python(7) describes exactly the names the package exports (__all__)" \
+        "$T_TMP/want" "$T_TMP/got"
+else
+    t_ok 1 "the __all__ lists of python/ddl are readable"
+    t_diag "$(cat "$T_TMP/err")"
+fi
 
 # ---------------------------------------------------------------- libddl(3)
 sed 's|/\*.*||' "$top_srcdir/collectives/include/ddl.h" |
