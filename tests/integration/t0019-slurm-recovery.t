@@ -14,6 +14,9 @@
 #  3. n2 crashed (link down first: no FIN) with --ddl-spares=1: n3 takes its
 #     place, same weights, class node-lost; srun exits 0 once Slurm has
 #     seen the node fail;
+# 3b. the same with examples/torch/fmnist_ddp.py (DDP with ddl's hook and
+#     ddl.checkpoint): the weights of the same world under srun without a
+#     failure (DDL_ALLREDUCE_ALGO=rd);
 #  4. n3 crashed without a spare, --ddl-min-nodes=2: the world shrinks to 4
 #     ranks, the run completes with a sane accuracy;
 #  5. n1, the leader's node, crashed with --ddl-spares=1: n2 takes over as
@@ -186,6 +189,44 @@ t_like "$T_TMP/sum" '"rank": -1, "node": 1, "host": "n2", "class": "node-lost", 
     "... failure-gen0.json: node-lost"
 clean spare
 cl_restart
+
+# --- 3b. the same with the PyTorch example (ddl.torch hook, ddl.checkpoint) ------
+# the reference is the same world without a failure (4 ranks on 2 nodes);
+# recursive doubling reduces in the same order whatever DDP's buckets are
+if t_find_python numpy torch; then
+    PYARGS="--epochs 1 --train-samples 2400 --test-samples 1000 --checkpoint-every 5 --data $DATA"
+    pyrun() { # pyrun NAME SRUN-OPTIONS...: fmnist_ddp.py under srun --ddl, output in $T_TMP/NAME.*
+        pyname=$1
+        shift
+        # shellcheck disable=SC2086
+        DDL_ALLREDUCE_ALGO=rd GLOO_SOCKET_IFNAME=eth0 timeout -k 5 300 \
+            srun --mpi=pmix --ntasks-per-node=2 --ddl -J "$T_TOKEN" "$@" \
+            "$PY" "$top_srcdir/examples/torch/fmnist_ddp.py" $PYARGS \
+            >"$T_TMP/$pyname.out" 2>"$T_TMP/$pyname.err"
+    }
+    pyhash() { sed -n 's/^rank [0-9]*: weights sha256 \([0-9a-f]\{64\}\)$/\1/p' "$1" | sort -u | tr '\n' ' '; }
+    pyrun pyref -N2 --ddl-checkpoint-dir="$CK-pyref"
+    t_status $? 0 "python: fmnist_ddp.py under srun -N2 --ddl (the reference) exits 0" "$T_TMP/pyref.err"
+    pyref=$(pyhash "$T_TMP/pyref.out")
+    t_is "$(echo $pyref | wc -w)" 1 "... every rank ends with the same weights (${pyref:-none})"
+    ck="$CK-python"
+    pyrun python -N3 --ddl-restarts=2 --ddl-spares=1 --no-kill --ddl-checkpoint-dir="$ck" &
+    run=$! name=python t_begin=$(date +%s)
+    t_wait_file "$ck/latest" 200
+    cl_crash n2 silent
+    wait_run
+    t_status $? 0 "python: fmnist_ddp.py under srun --ddl --ddl-spares=1, n2 crashed after the first checkpoint: exit 0" \
+        "$T_TMP/python.err"
+    t_like "$T_TMP/python.out" '^generation 1: resumed from the checkpoint of step [0-9]+$' \
+        "... generation 1 resumed from a checkpoint"
+    t_is "$(pyhash "$T_TMP/python.out")" "${pyref:-none}" \
+        "... and every rank ended with the reference's weights"
+    t_like "$T_TMP/python.err" "task 4: the spare takes rank 2 of 4" "... n3's first task took rank 2"
+    clean python
+    cl_restart
+else
+    for i in 1 2 3 4 5 6 7 8; do t_skip "python: no python3 with torch and the ddl package"; done
+fi
 
 # --- 4. a node lost, the world shrinks -------------------------------------------
 train shrink --ddl-min-nodes=2 --no-kill
