@@ -40,7 +40,7 @@ if [ "$(id -u)" != 0 ]; then
     exit 2
 fi
 
-PKGS="ddl libddl0 libddl-dev ddl-slurm-plugin"
+PKGS="ddl libddl0 libddl-dev ddl-slurm-plugin python3-ddl"
 T0=$(date +%s)
 step_t=$T0
 step() { # step NAME: print the time the previous step took, then NAME
@@ -148,7 +148,7 @@ cleanup() {
 trap cleanup EXIT
 step "apt-get install ./*.deb"
 (cd "$WORK" && $APT install ./ddl_*.deb ./libddl0_*.deb ./libddl-dev_*.deb \
-    ./ddl-slurm-plugin_*.deb) >"$WORK/install.log" 2>&1 ||
+    ./ddl-slurm-plugin_*.deb ./python3-ddl_*.deb) >"$WORK/install.log" 2>&1 ||
     { tail -n 20 "$WORK/install.log" >&2; fail "apt-get install; see $WORK/install.log"; }
 
 # --------------------------------------------------------------- checks
@@ -199,7 +199,20 @@ if pkg-config --exists openblas zlib && [ -d /usr/share/datasets/fashion-mnist ]
 else
     echo "build-debs:   skipped: fmnist-train (needs libopenblas-dev, zlib1g-dev, dataset-fashion-mnist)"
 fi
-for page in ddlrun ddl-agent ddl-bench "3 libddl" "5 ddl.conf" "8 spank_ddl"; do
+# the Python package from /usr/lib/python3/dist-packages, on 2 ranks
+cat >"$WORK/py.py" <<'EOP'
+import os, ddl, numpy as np
+ddl.init()
+x = np.full(4, ddl.rank() + 1, dtype=np.float32)
+ddl.allreduce(x)
+# one write(2) per line: the ranks share the pipe
+os.write(1, ("rank %d: %s %s\n" % (ddl.rank(), x[0], ddl.__file__)).encode())
+ddl.finalize()
+EOP
+check "python3-ddl: ddlrun -n 2 python3 imports ddl from dist-packages, allreduce gives 3" sh -c \
+    "timeout 60 ddlrun -n 2 /usr/bin/python3 '$WORK/py.py' | sort | tee /dev/stderr |
+     grep -c '^rank [01]: 3.0 /usr/lib/python3/dist-packages/ddl/__init__.py$' | grep -qx 2"
+for page in ddlrun ddl-agent ddl-bench "3 libddl" "5 ddl.conf" "8 spank_ddl" "7 ddl-python"; do
     # shellcheck disable=SC2086
     check "man $page" sh -c "MANWIDTH=80 man -P cat $page 2>&1 | head -n 8 | grep -q '^NAME'"
 done
@@ -231,6 +244,9 @@ cp /etc/slurm/plugstack.conf.d/ddl.conf "$DIR/plugstack.conf"
 sh "$CLUSTER" start "$DIR" 2 >"$DIR.start" 2>&1 || { cat "$DIR.start"; rm -rf "$DIR"; exit 1; }
 export SLURM_CONF="$DIR/slurm.conf"
 unset DDL_RUNTIME_DIR
+# UCX held to TCP, as in the cluster tests: the nodes share one kernel, and
+# UCX's shared-memory transports between namespaces do not work
+export UCX_TLS=tcp,self
 rc=0
 out=$(timeout 60 srun --mpi=pmix -N2 -n2 --ddl printenv DDL_ENABLED 2>&1) || rc=1
 echo "srun --ddl printenv DDL_ENABLED: $(echo "$out" | tr '\n' ' ')"
