@@ -47,6 +47,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "crc32c.h"
@@ -103,6 +104,10 @@ struct ddl_ckpt {
     int shared;           /* this checkpoint also goes to the shared directory */
     char sdir[PATH_MAX];  /* the shared directory */
     int sdirfd, sstepfd;  /* it and its step directory, or -1 */
+    /* async: the shards received from the ranks whose partner this is, each
+     * a ddl_ckpt_t of that rank (recs only), written by the same thread */
+    struct ddl_ckpt **pcopies;
+    int npcopies;
 };
 
 /* Checkpoints begun with the node-local level in this process (for
@@ -825,7 +830,7 @@ static void copy_shared(ddl_ckpt_t *ck)
 {
     char path[PATH_MAX + 64];
     ddl_error_t err;
-    if (ck->err != DDL_OK || !ck->shared)
+    if (ck->err != DDL_OK || !ck->local || !ck->shared)
         return;
     step_path(path, sizeof path, ck->sdir, ck->step, ck->shardname);
     if (ck->sdirfd < 0) {
@@ -912,13 +917,14 @@ static int node_leader(const ddl_comm_t *comm)
     return comm->rank;
 }
 
-/* write_copy: a received shard image as name in the step directory. */
-static int write_copy(int stepfd, const char *name, const void *img, size_t len)
+/* write_copy: a received shard image as name in the step directory, fsync'd
+ * if sync. */
+static int write_copy(int stepfd, const char *name, const void *img, size_t len, int sync)
 {
     int fd = openat(stepfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return -1;
-    if (write_all(fd, img, len) < 0 || fsync(fd) < 0) {
+    if (write_all(fd, img, len) < 0 || (sync && fsync(fd) < 0)) {
         int e = errno;
         close(fd);
         unlinkat(stepfd, name, 0);
@@ -985,7 +991,7 @@ static ddl_status_t partner_copies(ddl_ckpt_t *ck)
         if (!bufs[r] || ck->err != DDL_OK)
             continue;
         textf(name, sizeof name, "rank-%d.shard", r);
-        if (write_copy(ck->stepfd, name, bufs[r], (size_t)len[r]) < 0)
+        if (write_copy(ck->stepfd, name, bufs[r], (size_t)len[r], 1) < 0)
             ck_fail(ck, DDL_ERR_IO, "cannot write rank %d's partner copy %s/%s: %s (errno %d): "
                     "%s", r, ck->stepdir, name, strerror(errno), errno, errno == ENOSPC
                     ? "free space in the node-local checkpoint directory" : "check the storage");
@@ -1002,6 +1008,160 @@ out:
     return st;
 }
 
+/* partner_send_async: async mode's partner copies, at the commit: the
+ * buffers already copied in memory go to the partner (an index of names and
+ * sizes, then each buffer), and those of the ranks whose partner this is
+ * arrive into pooled buffers, for the background thread to write as their
+ * shards (the same bytes as their own files).  Collective; returns a
+ * transport error (I/O comes later, in the thread). */
+static ddl_status_t partner_send_async(ddl_ckpt_t *ck)
+{
+    ddl_comm_t *comm = ck->comm;
+    int n = ck->size, nreq = 0, nin = 0;
+    int *partner = malloc(sizeof(int) * (size_t)n);
+    int64_t *ilen = malloc(sizeof(int64_t) * (size_t)n), mine = 0;
+    unsigned char *index = NULL, **rindex = calloc((size_t)n, sizeof *rindex);
+    size_t maxreq = 2 * (size_t)n + ck->n + 2, ix = 0;
+    void **reqs = calloc(maxreq, sizeof *reqs);
+    ddl_status_t st = DDL_OK;
+    uint32_t seq1 = comm->seq++, seq2 = comm->seq++;
+    if (!partner || !ilen || !rindex || !reqs || partners(comm, partner) < 0) {
+        st = ddl_fail(DDL_ERR_NOMEM, "out of memory for the partner copies of %d ranks", n);
+        goto out;
+    }
+    if (partner[ck->rank] < 0)
+        goto out; /* one node: the allgather below is skipped by every rank */
+    if (ck->err == DDL_OK) { /* index: count, then per buffer name length, size, name */
+        size_t need = 8;
+        for (size_t i = 0; i < ck->n; i++)
+            need += 12 + strlen(ck->recs[i].name);
+        if ((index = malloc(need))) {
+            put64(index, ck->n);
+            ix = 8;
+            for (size_t i = 0; i < ck->n; i++) {
+                size_t nl = strlen(ck->recs[i].name);
+                put32(index + ix, (uint32_t)nl);
+                put64(index + ix + 4, ck->recs[i].len);
+                memcpy(index + ix + 12, ck->recs[i].name, nl);
+                ix += 12 + nl;
+            }
+            mine = (int64_t)ix;
+        } else {
+            ck_fail(ck, DDL_ERR_NOMEM, "out of memory for the index of the partner copy");
+        }
+    }
+    if ((st = ddl_allgather(comm, &mine, ilen, 1, DDL_INT64)) != DDL_OK)
+        goto out;
+    for (int r = 0; r < n; r++) {
+        if (partner[r] != ck->rank || ilen[r] <= 0)
+            continue;
+        if (!(rindex[r] = malloc((size_t)ilen[r]))) {
+            st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner index", r);
+            goto abandon;
+        }
+        if ((st = ddl_tl_irecv(comm, rindex[r], (size_t)ilen[r], ddl_tag(comm, seq1, r),
+                               &reqs[nreq++])) != DDL_OK)
+            goto abandon;
+        nin++;
+    }
+    if (mine > 0) {
+        if ((st = ddl_tl_isend(comm, partner[ck->rank], index, (size_t)mine,
+                               ddl_tag(comm, seq1, ck->rank), &reqs[nreq++])) != DDL_OK)
+            goto abandon;
+        for (size_t i = 0; i < ck->n; i++)
+            if ((st = ddl_tl_isend(comm, partner[ck->rank], ck->recs[i].data, ck->recs[i].len,
+                                   ddl_tag(comm, seq2, ck->rank), &reqs[nreq++])) != DDL_OK)
+                goto abandon;
+    }
+    if (nin && !(ck->pcopies = calloc((size_t)nin, sizeof *ck->pcopies))) {
+        st = ddl_fail(DDL_ERR_NOMEM, "out of memory for %d partner copies", nin);
+        goto abandon;
+    }
+    /* the indexes first (the sends of the buffers may wait for their receives) */
+    for (int i = 0; i < nreq; i++) {
+        if (!reqs[i])
+            continue;
+        int is_index_recv = i < nin;
+        if (is_index_recv && (st = ddl_tl_waitall(comm, &reqs[i], 1)) != DDL_OK)
+            goto abandon;
+    }
+    for (int r = 0; r < n; r++) {
+        if (!rindex[r])
+            continue;
+        const unsigned char *p = rindex[r];
+        size_t len = (size_t)ilen[r], off = 8;
+        uint64_t cnt = len >= 8 ? get64(p) : 0;
+        ddl_ckpt_t *pc = calloc(1, sizeof *pc);
+        if (!pc || cnt > (len - 8) / 12 ||
+            !(pc->recs = calloc(cnt ? (size_t)cnt : 1, sizeof *pc->recs))) {
+            free(pc);
+            st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner copy", r);
+            goto abandon;
+        }
+        ck->pcopies[ck->npcopies++] = pc;
+        pc->rank = r;
+        pc->size = ck->size;
+        pc->step = ck->step;
+        pc->fd = pc->stepfd = pc->sdirfd = pc->sstepfd = -1;
+        pc->dirfd = ck->dirfd >= 0 ? dup(ck->dirfd) : -1;
+        textf(pc->dir, sizeof pc->dir, "%s", ck->dir);
+        textf(pc->stepdir, sizeof pc->stepdir, "%s", ck->stepdir);
+        textf(pc->stepname, sizeof pc->stepname, "%s", ck->stepname);
+        textf(pc->shardname, sizeof pc->shardname, "rank-%d.shard", r);
+        textf(pc->path, sizeof pc->path, "%s/%s", ck->stepdir, pc->shardname);
+        if (pc->dirfd < 0)
+            ck_fail(pc, DDL_ERR_IO, "cannot open the node-local directory %s for rank %d's "
+                    "partner copy", ck->dir, r);
+        for (uint64_t i = 0; i < cnt; i++) {
+            if (off + 12 > len)
+                break;
+            uint32_t nl = get32(p + off);
+            uint64_t bl = get64(p + off + 4);
+            size_t cap;
+            if (nl == 0 || nl > DDL_CKPT_NAME_MAX || off + 12 + nl > len)
+                break;
+            char *name = malloc(nl + 1);
+            void *buf = name ? pool_take((size_t)bl, &cap) : NULL;
+            if (!buf) {
+                free(name);
+                st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner copy (%"
+                              PRIu64 " bytes)", r, bl);
+                goto abandon;
+            }
+            memcpy(name, p + off + 12, nl);
+            name[nl] = '\0';
+            pc->recs[pc->n++] = (rec_t){.name = name, .data = buf, .len = (size_t)bl, .cap = cap};
+            off += 12 + nl;
+            if ((size_t)nreq >= maxreq) {
+                void **nr = realloc(reqs, 2 * maxreq * sizeof *nr);
+                if (!nr) {
+                    st = ddl_fail(DDL_ERR_NOMEM, "out of memory for the partner transfers");
+                    goto abandon;
+                }
+                memset(nr + maxreq, 0, maxreq * sizeof *nr);
+                reqs = nr;
+                maxreq *= 2;
+            }
+            if ((st = ddl_tl_irecv(comm, buf, (size_t)bl, ddl_tag(comm, seq2, r),
+                                   &reqs[nreq++])) != DDL_OK)
+                goto abandon;
+        }
+        if (pc->n != cnt) {
+            st = ddl_fail(DDL_ERR_IO, "rank %d's partner index is damaged", r);
+            goto abandon;
+        }
+    }
+    st = ddl_tl_waitall(comm, reqs, nreq);
+    goto out;
+abandon:
+    ddl_tl_abandon(comm, reqs, nreq);
+out:
+    for (int r = 0; rindex && r < n; r++)
+        free(rindex[r]);
+    free(rindex), free(index), free(reqs), free(partner), free(ilen);
+    return st;
+}
+
 static void *async_writer(void *arg)
 {
     ddl_ckpt_t *ck = arg;
@@ -1010,8 +1170,56 @@ static void *async_writer(void *arg)
         shard_record(ck, ck->recs[i].name, ck->recs[i].data, ck->recs[i].len);
     }
     shard_close(ck);
+    /* the partner copies beside it, once this rank's own step directory exists */
+    for (int p = 0; p < ck->npcopies; p++) {
+        ddl_ckpt_t *pc = ck->pcopies[p];
+        shard_open(pc);
+        for (size_t i = 0; i < pc->n; i++)
+            shard_record(pc, pc->recs[i].name, pc->recs[i].data, pc->recs[i].len);
+        shard_close(pc);
+        if (pc->err != DDL_OK)
+            ck_fail(ck, pc->err, "rank %d's partner copy: %s", pc->rank, pc->errtext);
+    }
     copy_shared(ck);
     return NULL;
+}
+
+/* ck_free_recs: ck's names and buffers (into the pool, if there is one),
+ * and its partner copies' (async). */
+static void ck_free_recs(ddl_ckpt_t *ck)
+{
+    for (size_t i = 0; i < ck->n; i++) {
+        if (ck->names)
+            free(ck->names[i]);
+        if (ck->recs && pool)
+            pool[npool++] = (buf_t){ck->recs[i].data, ck->recs[i].cap};
+        else if (ck->recs)
+            free(ck->recs[i].data);
+    }
+    free(ck->names);
+    free(ck->recs);
+    for (int p = 0; p < ck->npcopies; p++) {
+        ddl_ckpt_t *pc = ck->pcopies[p];
+        if (!pc)
+            continue;
+        if (pc->fd >= 0)
+            close(pc->fd);
+        if (pc->stepfd >= 0)
+            close(pc->stepfd);
+        if (pc->dirfd >= 0)
+            close(pc->dirfd);
+        for (size_t i = 0; i < pc->n; i++)
+            free(pc->recs[i].name);
+        for (size_t i = 0; i < pc->n; i++) {
+            if (pool)
+                pool[npool++] = (buf_t){pc->recs[i].data, pc->recs[i].cap};
+            else
+                free(pc->recs[i].data);
+        }
+        free(pc->recs);
+        free(pc);
+    }
+    free(ck->pcopies);
 }
 
 /* ck_free: release ck; an async one's copies replace the pool. */
@@ -1030,18 +1238,13 @@ static void ck_free(ddl_ckpt_t *ck)
     if (ck->sdirfd >= 0)
         close(ck->sdirfd);
     if (ck->recs) {
+        size_t total = ck->n;
+        for (int p = 0; p < ck->npcopies; p++)
+            total += ck->pcopies[p] ? ck->pcopies[p]->n : 0;
         pool_clear(); /* buffers this checkpoint did not reuse */
-        pool = calloc(ck->n ? ck->n : 1, sizeof *pool);
+        pool = calloc(total ? total : 1, sizeof *pool);
     }
-    for (size_t i = 0; i < ck->n; i++) {
-        free(ck->names[i]);
-        if (ck->recs && pool)
-            pool[npool++] = (buf_t){ck->recs[i].data, ck->recs[i].cap};
-        else if (ck->recs)
-            free(ck->recs[i].data);
-    }
-    free(ck->names);
-    free(ck->recs);
+    ck_free_recs(ck);
     free(ck);
 }
 
@@ -1197,7 +1400,7 @@ ddl_status_t ddl_ckpt_wait(int64_t *step)
     pending = NULL;
     if (ck->thread_started)
         pthread_join(ck->thread, NULL);
-    ddl_status_t st = ck->local ? partner_copies(ck) : DDL_OK;
+    ddl_status_t st = DDL_OK; /* the partner copies were sent at the commit */
     if (st == DDL_OK)
         st = decide(ck);
     ck_free(ck);
@@ -1321,6 +1524,13 @@ static int64_t load_shard(const char *dir, int64_t step, int rank, const manifes
     return (int64_t)size;
 }
 
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 /* restore_shared: where rank's shard of step is valid in the shared dir. */
 static int restore_shared(const char *dir, int64_t step, int rank, char *why, size_t wlen)
 {
@@ -1352,6 +1562,7 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
     if (!comm || !dir || !*dir)
         return ddl_fail(DDL_ERR_INVALID, "ddl_ckpt_restore: communicator or directory is NULL "
                         "or empty");
+    const double t_start = mono_ms();
     int local = local_dir_resolve(ldir, sizeof ldir);
     if (local < 0)
         return DDL_ERR_INVALID;
@@ -1464,6 +1675,7 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
                          sl, why);
         }
     }
+    ddl_debug("restore: node-local copies checked at %.1f ms", mono_ms() - t_start);
     if ((st = ddl_allgather(comm, mine, have, (int)vec, DDL_INT64)) != DDL_OK)
         goto out;
     for (int i = 0; i < n; i++) {
@@ -1509,9 +1721,11 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
                 DDL_OK)
             goto abandon;
     }
+    ddl_debug("restore: partner copies posted at %.1f ms", mono_ms() - t_start);
     if ((st = ddl_tl_waitall(comm, reqs, nreq)) != DDL_OK)
         goto out;
     nreq = 0;
+    ddl_debug("restore: partner copies received at %.1f ms", mono_ms() - t_start);
 
     /* this rank's level */
     if (src[me] == -2) {
@@ -1531,14 +1745,23 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
         else if ((mkdirat(dfd, stepname, 0700) < 0 && errno != EEXIST) ||
                  (sfd = openat(dfd, stepname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
                                                   O_CLOEXEC)) < 0 ||
-                 write_file_atomic(sfd, "MANIFEST", rtext, 0, &what, tmp, sizeof tmp) < 0 ||
-                 write_copy(sfd, name, rimg, len) < 0 || fsync(sfd) < 0)
-            textf(why, sizeof why, "cannot write the partner copy into %s/%s: %s", ldir,
+                 write_file_atomic(sfd, "MANIFEST", rtext, 0, &what, tmp, sizeof tmp) < 0)
+            textf(why, sizeof why, "cannot write the partner's manifest into %s/%s: %s", ldir,
                   stepname, strerror(errno));
         else if (read_manifest(ldir, sl, &rm) != DDL_OK)
             textf(why, sizeof why, "the partner's manifest: %s", ddl_last_error());
         else {
-            if (load_shard(ldir, sl, me, &rm, NULL, why, sizeof why) > 0)
+            char inner[200];
+            /* checked in memory, then stored for ddl_ckpt_read() without an fsync: the
+             * next checkpoint, not this copy, is what a later failure needs */
+            if (me >= rm.world || len != rm.size[me] ||
+                check_image(rimg, len, me, sl, rm.crc[me], inner, sizeof inner) < 0)
+                textf(why, sizeof why, "the copy from rank %d: %s", h, me >= rm.world ||
+                      len != rm.size[me] ? "its size differs from its manifest's" : inner);
+            else if (write_copy(sfd, name, rimg, len, 0) < 0)
+                textf(why, sizeof why, "cannot write the partner copy into %s/%s: %s", ldir,
+                      stepname, strerror(errno));
+            else
                 lvl = DDL_CKPT_LEVEL_PARTNER;
             manifest_free(&rm);
         }
@@ -1560,6 +1783,7 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
                   PRId64 " at any level: node-local and partner copies: %.120s; shared "
                   "directory %.60s: %.160s", me, sl, why, dir, swhy);
     }
+    ddl_debug("restore: level %d at %.1f ms", lvl, mono_ms() - t_start);
     st = agree(comm, lvl == DDL_CKPT_LEVEL_NONE ? DDL_ERR_IO : DDL_OK, text, &from_rank);
     if (st != DDL_OK) {
         if (from_rank >= 0)
@@ -1812,6 +2036,13 @@ ddl_status_t ddl_ckpt_commit(ddl_ckpt_t *ck)
             ck_free(ck);
             return ddl_fail(DDL_ERR_INVALID, "async checkpoint step %" PRId64 " is still "
                             "pending: begin and commit one checkpoint at a time", other);
+        }
+        if (ck->local) {
+            ddl_status_t st = partner_send_async(ck);
+            if (st != DDL_OK) {
+                ck_free(ck);
+                return st;
+            }
         }
         pending = ck;
         if (pthread_create(&ck->thread, NULL, async_writer, ck) == 0)

@@ -126,7 +126,8 @@ t_like "$T_TMP/gone.err" "no valid copy of rank [23]'s shard of checkpoint step 
     "... the message names the rank and the step"
 t_like "$T_TMP/gone.err" "no valid checkpoint to resume from \(exit status 95\): a restart would fail the same way" \
     "... the agents stop the step without another restart"
-t_is "$(grep -c 'restart [0-9] of 2' "$T_TMP/gone.err")" 1 "... after the one restart of the node loss"
+t_is "$(grep -o 'restart [0-9] of 2: generation [0-9]' "$T_TMP/gone.err" | sort -u | tr '\n' ' ')" \
+    "restart 1 of 2: generation 1 " "... after the one restart of the node loss"
 clean gone
 
 # --- 4. bad values ---------------------------------------------------------------------
