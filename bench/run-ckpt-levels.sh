@@ -2,7 +2,8 @@
 # run-ckpt-levels.sh: the node-local checkpoint level with partner copies
 # against the shared directory (libddl, DDL_CKPT_LOCAL_DIR): how long a
 # checkpoint blocks the caller (synchronous shared write against async
-# node-local + partner copy, with 2 s of "training" between checkpoints) and
+# node-local + partner copy, with 2 s + 4x the synchronous write of
+# "training" between checkpoints) and
 # how long a restore takes after node 1 is lost (its directory deleted: its
 # ranks get the partner copies over the transport) against a restore from
 # the shared directory, the page cache of both dropped first.

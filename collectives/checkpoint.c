@@ -1635,8 +1635,10 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
                         "communicator %d ranks: restore into a world of at most %d", sl, world,
                         n, world);
 
-    /* which shards of step sl this node holds, checked in full; the node's
-     * ranks share the work */
+    /* which shards of step sl this node holds: a rank of this node checks
+     * its own shard in full (it reads it next); a partner copy is only
+     * looked at here (its size) and checked in full when it is sent and
+     * when it arrives, so that no shard is read more than needed */
     int nl = 0, pl = 0, mynode = node_of_rank(comm, me);
     for (int r = 0; r < n; r++)
         if (node_of_rank(comm, r) == mynode) {
@@ -1663,8 +1665,23 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
         (mtext = read_small(path, &mlen)) != NULL) {
         have_lm = 1;
         mine[0] = (int64_t)mlen;
-        for (int i = pl; i < world; i += nl) {
-            int64_t got = load_shard(ldir, sl, i, &lm, NULL, why, sizeof why);
+        for (int i = 0; i < world; i++) {
+            int owner_here = i < n && node_of_rank(comm, i) == mynode;
+            int64_t got = 0;
+            if (i == me) {
+                got = load_shard(ldir, sl, i, &lm, NULL, why, sizeof why);
+            } else if (!owner_here && i % nl == pl) { /* a partner copy: its size */
+                struct stat sb;
+                char sp[PATH_MAX + 64];
+                textf(sp, sizeof sp, "%s/step-%08" PRId64 "/rank-%d.shard", ldir, sl, i);
+                if (stat(sp, &sb) == 0 && (uint64_t)sb.st_size == lm.size[i])
+                    got = sb.st_size;
+                else
+                    textf(why, sizeof why, "%s: %s", sp, errno == ENOENT ? "No such file"
+                          : "its size differs from the manifest's");
+            } else {
+                continue; /* another rank of this node reports it */
+            }
             if (got < 0) {
                 st = ddl_fail(DDL_ERR_NOMEM, "out of memory checking shard %d", i);
                 goto out;
@@ -1711,7 +1728,9 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
             continue;
         size_t len = (size_t)have[(size_t)me * vec + 1 + i];
         if (load_shard(ldir, sl, i, &lm, &imgs[i], why, sizeof why) != (int64_t)len &&
-            !(imgs[i] = calloc(1, len))) { /* changed since: the receiver finds it damaged */
+            (ddl_warn("node-local copy of rank %d's shard, step %" PRId64 ", not used: %s", i,
+                      sl, why),
+             !(imgs[i] = calloc(1, len)))) { /* the receiver finds it damaged */
             st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner copy", i);
             goto abandon;
         }

@@ -21,7 +21,8 @@
  *                                against the shared one (DIR/shared):
  *                                the time a checkpoint blocks the caller
  *                                (sync shared; async local + partner, with
- *                                2 s of "training" between checkpoints), and
+ *                                2 s + 4x the sync write of "training"
+ *                                between checkpoints), and
  *                                the restore time (ddl_ckpt_restore + read,
  *                                slowest rank, page cache dropped) from the
  *                                shared directory and, with node 1's
@@ -217,7 +218,8 @@ static void async_mode(const char *dir, long mib)
 }
 
 /* drop: the page cache of every file under path (the user's own files:
- * posix_fadvise, no root needed), so that a restore reads the disk. */
+ * posix_fadvise, no root needed; as root also /proc/sys/vm/drop_caches),
+ * so that a restore reads the disk. */
 static int drop_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
 {
     (void)sb, (void)f;
@@ -234,8 +236,14 @@ static int drop_one(const char *p, const struct stat *sb, int flag, struct FTW *
 
 static void drop(const char *path)
 {
-    if (rank == 0)
+    if (rank == 0) {
         nftw(path, drop_one, 16, FTW_PHYS);
+        FILE *f = geteuid() == 0 ? fopen("/proc/sys/vm/drop_caches", "w") : NULL;
+        if (f) { /* as root: the whole clean page cache, to be sure */
+            fputs("1\n", f);
+            fclose(f);
+        }
+    }
     ddl_barrier(ddl_comm_world());
 }
 
@@ -311,7 +319,10 @@ static void levels_mode(const char *dir, long mib)
             begin_ms += t1 - t0;
         }
         memset(b, 0x5a, n);
-        usleep(2000000); /* training: the background write goes on */
+        /* training: the background write goes on (here every "node" shares one
+         * disk, and the level writes twice the bytes: a few times the
+         * synchronous write's time) */
+        usleep((useconds_t)(1000.0 * (2000.0 + 4.0 * sync_ms / reps)));
     }
     int64_t s = -1;
     expect(ddl_ckpt_wait(&s), DDL_OK, "the last node-local checkpoint commits");
