@@ -1475,9 +1475,33 @@ static int check_image(const unsigned char *b, uint64_t size, int rank, int64_t 
     return 0;
 }
 
+/* big_alloc: len bytes of anonymous memory with transparent huge pages
+ * asked for: a restore touches whole shards of fresh memory, and 4 KiB
+ * page faults cost more than the copy (see the pool above); NULL if none.
+ * big_free releases it. */
+static void *big_alloc(size_t len)
+{
+    void *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                   0);
+    if (p == MAP_FAILED)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    if (len >= (2u << 20))
+        madvise(p, len, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+static void big_free(void *p, size_t len)
+{
+    if (p)
+        munmap(p, len ? len : 1);
+}
+
 /* load_shard: rank's shard of step in dir, read whole and checked against
  * the manifest m: its size, with *img (malloc'd) if img is not NULL; 0
- * (missing or damaged, why says which) or -1 (out of memory). */
+ * (missing or damaged, why says which) or -1 (out of memory).  *img is
+ * released with big_free(). */
 static int64_t load_shard(const char *dir, int64_t step, int rank, const manifest_t *m,
                           void **img, char *why, size_t wlen)
 {
@@ -1505,7 +1529,7 @@ static int64_t load_shard(const char *dir, int64_t step, int rank, const manifes
         close(fd);
         return 0;
     }
-    if (!(b = malloc(size ? (size_t)size : 1))) {
+    if (!(b = big_alloc((size_t)size))) {
         close(fd);
         return -1;
     }
@@ -1514,13 +1538,13 @@ static int64_t load_shard(const char *dir, int64_t step, int rank, const manifes
     close(fd);
     if (rc != 0 || check_image(b, size, rank, step, m->crc[rank], inner, sizeof inner) < 0) {
         textf(why, wlen, "%s: %s", path, inner);
-        free(b);
+        big_free(b, (size_t)size);
         return 0;
     }
     if (img)
-        *img = b;
+        *img = b; /* big_free() it */
     else
-        free(b);
+        big_free(b, (size_t)size);
     return (int64_t)size;
 }
 
@@ -1652,7 +1676,7 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
                                                                            sizeof *imgs);
     char *mtext = NULL, *rtext = NULL, path[PATH_MAX + 64];
     void *rimg = NULL;
-    size_t mlen = 0;
+    size_t mlen = 0, rimg_len = 0;
     int nreq = 0, lvl = DDL_CKPT_LEVEL_NONE;
     manifest_t lm = {0};
     int have_lm = 0;
@@ -1711,7 +1735,8 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
     if (src[me] >= 0) {
         int h = src[me];
         size_t rl = (size_t)have[(size_t)h * vec], sl_bytes = (size_t)have[(size_t)h * vec + 1 + me];
-        if (!(rtext = malloc(rl + 1)) || !(rimg = malloc(sl_bytes))) {
+        rimg_len = sl_bytes;
+        if (!(rtext = malloc(rl + 1)) || !(rimg = big_alloc(sl_bytes))) {
             st = ddl_fail(DDL_ERR_NOMEM, "out of memory for the partner copy (%zu bytes)",
                           sl_bytes);
             goto out;
@@ -1730,7 +1755,7 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
         if (load_shard(ldir, sl, i, &lm, &imgs[i], why, sizeof why) != (int64_t)len &&
             (ddl_warn("node-local copy of rank %d's shard, step %" PRId64 ", not used: %s", i,
                       sl, why),
-             !(imgs[i] = calloc(1, len)))) { /* the receiver finds it damaged */
+             !(imgs[i] = big_alloc(len)))) { /* zeros: the receiver finds it damaged */
             st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner copy", i);
             goto abandon;
         }
@@ -1833,9 +1858,11 @@ out:
     if (have_lm)
         manifest_free(&lm);
     for (int i = 0; imgs && i < n; i++)
-        free(imgs[i]);
+        if (imgs[i])
+            big_free(imgs[i], (size_t)have[(size_t)me * vec + 1 + (size_t)i]);
     free(imgs), free(reqs), free(src), free(have), free(mine);
-    free(mtext), free(rtext), free(rimg);
+    free(mtext), free(rtext);
+    big_free(rimg, rimg_len);
     return st;
 }
 

@@ -284,6 +284,7 @@ static void levels_mode(const char *dir, long mib)
         check(0, "allocate the buffers");
         return;
     }
+    memset(r, 0, n); /* both restores read into touched memory, as training would */
     /* the shared level, synchronous: what the node-local level must beat */
     unsetenv("DDL_CKPT_LOCAL_DIR");
     for (int i = 0; i < reps; i++) {
