@@ -99,7 +99,10 @@ struct ddl_ckpt {
     pthread_t thread;
     int thread_started;
     /* node-local level: dir above is this node's directory */
-    int local;            /* the level is on */
+    int local;            /* the level is on; its files are not fsync'd: a node that
+                           * crashes loses them whatever the disk holds (its
+                           * partner's copies stand in), and a crashed process
+                           * leaves them in the page cache */
     int leader;           /* this rank publishes its node's MANIFEST and latest */
     int shared;           /* this checkpoint also goes to the shared directory */
     char sdir[PATH_MAX];  /* the shared directory */
@@ -273,6 +276,10 @@ static int step_path(char *buf, size_t len, const char *dir, int64_t step, const
 /* write_file_atomic: a fresh NAME.tmp.XXXXXXXXXXXX in dfd (mode 0600, no
  * link followed), fsync, renamed to name, fsync of dfd.  errors: -1 with
  * errno, *what naming the failing step and tmp the temporary name. */
+/* Set around the node-local level's writes: no fsync there (see
+ * ddl_ckpt_t.local).  Only the collectives thread writes manifests. */
+static int atomic_nosync;
+
 static int write_file_atomic(int dfd, const char *name, const char *text, int rename_fault,
                              const char **what, char *tmp, size_t tmplen)
 {
@@ -287,7 +294,7 @@ static int write_file_atomic(int dfd, const char *name, const char *text, int re
     if (write_all(fd, text, strlen(text)) < 0)
         goto fail;
     *what = "fsync";
-    if (fsync(fd) < 0)
+    if (!atomic_nosync && fsync(fd) < 0)
         goto fail;
     close(fd);
     fd = -1;
@@ -299,7 +306,7 @@ static int write_file_atomic(int dfd, const char *name, const char *text, int re
     if (renameat(dfd, tmp, dfd, name) < 0)
         goto fail;
     *what = "fsync the directory of";
-    return fsync(dfd);
+    return atomic_nosync ? 0 : fsync(dfd);
 fail:;
     int e = errno;
     if (fd >= 0)
@@ -724,13 +731,13 @@ static void shard_close(ddl_ckpt_t *ck)
         int injected = (ck->faults & F_FSYNC) != 0;
         if (injected)
             errno = EIO;
-        if (injected || fsync(ck->fd) < 0)
+        if (injected || (!ck->local && fsync(ck->fd) < 0))
             io_fail(ck, "fsync");
     }
     if (ck->fd >= 0 && close(ck->fd) < 0)
         io_fail(ck, "close");
     ck->fd = -1;
-    if (ck->err == DDL_OK && fsync(ck->stepfd) < 0)
+    if (ck->err == DDL_OK && !ck->local && fsync(ck->stepfd) < 0)
         ck_fail(ck, DDL_ERR_IO, "cannot fsync directory %s: %s (errno %d)", ck->stepdir,
                 strerror(errno), errno);
 }
@@ -991,14 +998,11 @@ static ddl_status_t partner_copies(ddl_ckpt_t *ck)
         if (!bufs[r] || ck->err != DDL_OK)
             continue;
         textf(name, sizeof name, "rank-%d.shard", r);
-        if (write_copy(ck->stepfd, name, bufs[r], (size_t)len[r], 1) < 0)
+        if (write_copy(ck->stepfd, name, bufs[r], (size_t)len[r], 0) < 0)
             ck_fail(ck, DDL_ERR_IO, "cannot write rank %d's partner copy %s/%s: %s (errno %d): "
                     "%s", r, ck->stepdir, name, strerror(errno), errno, errno == ENOSPC
                     ? "free space in the node-local checkpoint directory" : "check the storage");
     }
-    if (nin && ck->err == DDL_OK && fsync(ck->stepfd) < 0)
-        ck_fail(ck, DDL_ERR_IO, "cannot fsync directory %s: %s (errno %d)", ck->stepdir,
-                strerror(errno), errno);
 out:
     if (img != MAP_FAILED)
         munmap(img, (size_t)ck->off);
@@ -1100,6 +1104,7 @@ static ddl_status_t partner_send_async(ddl_ckpt_t *ck)
         }
         ck->pcopies[ck->npcopies++] = pc;
         pc->rank = r;
+        pc->local = 1;
         pc->size = ck->size;
         pc->step = ck->step;
         pc->fd = pc->stepfd = pc->sdirfd = pc->sstepfd = -1;
@@ -1367,9 +1372,12 @@ static ddl_status_t decide(ddl_ckpt_t *ck)
                                   ck->stepdir);
     } else {
         char sstepdir[PATH_MAX];
-        if (ck->leader)
+        if (ck->leader) {
+            atomic_nosync = 1;
             v.status = publish_at(ck, all, v.text, sizeof v.text, ck->dir, ck->dirfd, ck->stepfd,
                                   ck->stepdir);
+            atomic_nosync = 0;
+        }
         if (ck->rank == 0 && ck->shared && v.status == DDL_OK) {
             step_path(sstepdir, sizeof sstepdir, ck->sdir, ck->step, NULL);
             v.status = publish_at(ck, all, v.text, sizeof v.text, ck->sdir, ck->sdirfd,
@@ -1789,7 +1797,8 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
         else if ((mkdirat(dfd, stepname, 0700) < 0 && errno != EEXIST) ||
                  (sfd = openat(dfd, stepname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
                                                   O_CLOEXEC)) < 0 ||
-                 write_file_atomic(sfd, "MANIFEST", rtext, 0, &what, tmp, sizeof tmp) < 0)
+                 (atomic_nosync = 1, write_file_atomic(sfd, "MANIFEST", rtext, 0, &what, tmp,
+                                                       sizeof tmp)) < 0)
             textf(why, sizeof why, "cannot write the partner's manifest into %s/%s: %s", ldir,
                   stepname, strerror(errno));
         else if (read_manifest(ldir, sl, &rm) != DDL_OK)
@@ -1809,6 +1818,7 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
                 lvl = DDL_CKPT_LEVEL_PARTNER;
             manifest_free(&rm);
         }
+        atomic_nosync = 0;
         if (lvl != DDL_CKPT_LEVEL_PARTNER)
             ddl_warn("rank %d: the partner copy from rank %d is not used: %s", me, h, why);
         if (sfd >= 0)
