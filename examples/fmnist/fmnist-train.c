@@ -1090,7 +1090,8 @@ int main(int argc, char **argv)
     int32_t modes[MAX_HIDDEN + 1] = {0}; /* per layer: DDL_GRADX_*, 0: --comm decides */
     char from[PATH_MAX]; /* where this rank's shard is: the checkpoint level's directory */
     int level = DDL_CKPT_LEVEL_SHARED;
-    if (opt.ckpt_dir && getenv("DDL_CKPT_LOCAL_DIR") && *getenv("DDL_CKPT_LOCAL_DIR")) {
+    const int levels = opt.ckpt_dir && getenv("DDL_CKPT_LOCAL_DIR") && *getenv("DDL_CKPT_LOCAL_DIR");
+    if (levels) {
         /* the node-local level: this node, a partner's copy, or the shared directory */
         ddl_status_t st = ddl_ckpt_restore(comm, opt.ckpt_dir, &iter, from, sizeof from, &level);
         if (st == DDL_ERR_IO)
@@ -1115,8 +1116,9 @@ int main(int argc, char **argv)
         check(ddl_ckpt_read(from, iter, rank, "stats", stats, sizeof stats, NULL),
               "ddl_ckpt_read stats");
         static const char *const lname[] = {"none", "node-local", "partner copy", "shared"};
-        say("rank %d: restoring step %lld from %s (%s)\n", rank, (long long)iter, from,
-            lname[level & 3]);
+        if (levels)
+            say("rank %d: restoring step %lld from %s (%s)\n", rank, (long long)iter, from,
+                lname[level & 3]);
         size_t got = 0; /* absent from runs without the exchange */
         if (ddl_ckpt_read(from, iter, rank, "comm-modes", modes, sizeof modes, &got) !=
                 DDL_OK ||
