@@ -44,6 +44,15 @@ void ddl_policy_decide(const ddl_policy_cfg_t *cfg, ddl_policy_state_t *st, int 
 {
     const char *const *on = opt_name[cfg->ddlrun_names ? 1 : 0];
     *out = (ddl_decision_t){.restart = 0, .code = -1, .why = ""};
+    if (cls == DDL_FAIL_WORKER_EXIT && WIFEXITED(wstatus) &&
+        WEXITSTATUS(wstatus) == DDL_EXIT_NO_CHECKPOINT) {
+        out->code = DDL_EXIT_NO_CHECKPOINT;
+        snprintf(out->why_buf, sizeof out->why_buf, "the worker found no valid checkpoint to "
+                 "resume from (exit status %d): a restart would fail the same way",
+                 DDL_EXIT_NO_CHECKPOINT);
+        out->why = out->why_buf;
+        return;
+    }
     if (world_formed && ddl_policy_wants_world(cfg, st, cls)) {
         out->restart = 1;
         out->delay_ms = backoff(++st->restarts_used);

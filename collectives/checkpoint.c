@@ -20,6 +20,16 @@
  * directories are made 0700, files 0600, temporary files get unpredictable
  * names, and cleanup never follows a symbolic link.
  *
+ * The node-local level (DDL_CKPT_LOCAL_DIR, ddl.h): the shard goes to the
+ * node's own directory (same layout), then the commit sends it over the
+ * transport to the partner rank (same place among its node's ranks, on the
+ * next node), which writes it next to its own; each node's first rank
+ * writes that directory's MANIFEST and latest.  Every K-th checkpoint
+ * (DDL_CKPT_SHARED_EVERY) each rank also copies its shard to the shared
+ * directory, where rank 0 publishes it as before.  ddl_ckpt_restore()
+ * finds each rank's shard on its node, else on a partner (sent over the
+ * transport), else in the shared directory, checking every CRC.
+ *
  * Over 1000 lines in one file on purpose: the writer, the commit protocol,
  * the async thread, the reader and the cleanup share the shard format and
  * the directory descriptors; one file keeps the format in one place.
@@ -35,11 +45,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "crc32c.h"
 #include "ddl_int.h"
+#include "env.h"
 #include "log.h"
 #include "safefile.h"
 
@@ -85,7 +98,26 @@ struct ddl_ckpt {
     char errtext[ERR_TEXT];
     pthread_t thread;
     int thread_started;
+    /* node-local level: dir above is this node's directory */
+    int local;            /* the level is on; its files are not fsync'd: a node that
+                           * crashes loses them whatever the disk holds (its
+                           * partner's copies stand in), and a crashed process
+                           * leaves them in the page cache */
+    int leader;           /* this rank publishes its node's MANIFEST and latest */
+    int shared;           /* this checkpoint also goes to the shared directory */
+    char sdir[PATH_MAX];  /* the shared directory */
+    int sdirfd, sstepfd;  /* it and its step directory, or -1 */
+    /* async: the shards received from the ranks whose partner this is, each
+     * a ddl_ckpt_t of that rank (recs only), written by the same thread */
+    struct ddl_ckpt **pcopies;
+    int npcopies;
 };
+
+/* Checkpoints begun with the node-local level in this process (for
+ * DDL_CKPT_SHARED_EVERY), and that level's directory once used (removed by
+ * ddl_finalize()). */
+static long local_count;
+static char local_used[PATH_MAX];
 
 /* The async checkpoint whose commit is pending (one per process). */
 static ddl_ckpt_t *pending;
@@ -244,6 +276,10 @@ static int step_path(char *buf, size_t len, const char *dir, int64_t step, const
 /* write_file_atomic: a fresh NAME.tmp.XXXXXXXXXXXX in dfd (mode 0600, no
  * link followed), fsync, renamed to name, fsync of dfd.  errors: -1 with
  * errno, *what naming the failing step and tmp the temporary name. */
+/* Set around the node-local level's writes: no fsync there (see
+ * ddl_ckpt_t.local).  Only the collectives thread writes manifests. */
+static int atomic_nosync;
+
 static int write_file_atomic(int dfd, const char *name, const char *text, int rename_fault,
                              const char **what, char *tmp, size_t tmplen)
 {
@@ -258,7 +294,7 @@ static int write_file_atomic(int dfd, const char *name, const char *text, int re
     if (write_all(fd, text, strlen(text)) < 0)
         goto fail;
     *what = "fsync";
-    if (fsync(fd) < 0)
+    if (!atomic_nosync && fsync(fd) < 0)
         goto fail;
     close(fd);
     fd = -1;
@@ -270,7 +306,7 @@ static int write_file_atomic(int dfd, const char *name, const char *text, int re
     if (renameat(dfd, tmp, dfd, name) < 0)
         goto fail;
     *what = "fsync the directory of";
-    return fsync(dfd);
+    return atomic_nosync ? 0 : fsync(dfd);
 fail:;
     int e = errno;
     if (fd >= 0)
@@ -470,6 +506,25 @@ static int rm_step_at(int dfd, const char *name)
         err = errno;
     }
     errno = err;
+    return rc;
+}
+
+/* rm_step_all: remove every step directory in dfd. */
+static int rm_step_all(int dfd)
+{
+    int lfd = dup(dfd), rc = 0;
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+    struct dirent *e;
+    if (!d) {
+        if (lfd >= 0)
+            close(lfd);
+        return -1;
+    }
+    rewinddir(d);
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, "step-", 5) == 0 && rm_step_at(dfd, e->d_name) < 0)
+            rc = -1;
+    closedir(d);
     return rc;
 }
 
@@ -676,15 +731,440 @@ static void shard_close(ddl_ckpt_t *ck)
         int injected = (ck->faults & F_FSYNC) != 0;
         if (injected)
             errno = EIO;
-        if (injected || fsync(ck->fd) < 0)
+        if (injected || (!ck->local && fsync(ck->fd) < 0))
             io_fail(ck, "fsync");
     }
     if (ck->fd >= 0 && close(ck->fd) < 0)
         io_fail(ck, "close");
     ck->fd = -1;
-    if (ck->err == DDL_OK && fsync(ck->stepfd) < 0)
+    if (ck->err == DDL_OK && !ck->local && fsync(ck->stepfd) < 0)
         ck_fail(ck, DDL_ERR_IO, "cannot fsync directory %s: %s (errno %d)", ck->stepdir,
                 strerror(errno), errno);
+}
+
+/* ---- the node-local level: the shared copy and the partner copies ---- */
+
+/* local_dir_resolve: DDL_CKPT_LOCAL_DIR into out with %n (the node id), %h
+ * (the host name) and %% expanded: 1; 0 when unset; -1 (ddl_fail) when the
+ * result is too long or holds an unknown %-sequence. */
+static int local_dir_resolve(char *out, size_t len)
+{
+    const char *v = ddl_env_str(DDLENV_DDL_CKPT_LOCAL_DIR);
+    size_t n = 0;
+    if (!v)
+        return 0;
+    for (const char *p = v; *p; p++) {
+        char buf[300];
+        if (*p != '%') {
+            buf[0] = *p;
+            buf[1] = '\0';
+        } else if (p[1] == 'n') {
+            snprintf(buf, sizeof buf, "%d", ddl_ctx.node_id);
+            p++;
+        } else if (p[1] == 'h') {
+            if (gethostname(buf, sizeof buf - 1) < 0)
+                snprintf(buf, sizeof buf, "unknown-host");
+            buf[sizeof buf - 1] = '\0';
+            p++;
+        } else if (p[1] == '%') {
+            buf[0] = '%';
+            buf[1] = '\0';
+            p++;
+        } else {
+            ddl_fail(DDL_ERR_INVALID, "DDL_CKPT_LOCAL_DIR='%.200s': '%%%c' is not %%n (node id), "
+                     "%%h (host name) or %%%%: fix --checkpoint-local or checkpoint_local_dir", v,
+                     p[1] ? p[1] : ' ');
+            return -1;
+        }
+        size_t a = strlen(buf);
+        if (n + a + 64 >= len) {
+            ddl_fail(DDL_ERR_INVALID, "DDL_CKPT_LOCAL_DIR='%.200s' is longer than %zu bytes: use "
+                     "a shorter path", v, len - 64);
+            return -1;
+        }
+        memcpy(out + n, buf, a);
+        n += a;
+    }
+    out[n] = '\0';
+    if (out[0] != '/') {
+        ddl_fail(DDL_ERR_INVALID, "DDL_CKPT_LOCAL_DIR='%.200s' is not an absolute path: give one "
+                 "starting with '/'", v);
+        return -1;
+    }
+    return 1;
+}
+
+/* copy_fd: the whole of src (size bytes) into dst; -1 with errno. */
+static int copy_fd(int src, int dst, uint64_t size)
+{
+    static const size_t chunk = 8u << 20;
+    char *buf = NULL;
+    uint64_t off = 0;
+    while (off < size) {
+        ssize_t n = copy_file_range(src, NULL, dst, NULL, size - off, 0);
+        if (n > 0) {
+            off += (uint64_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        break; /* not supported here (or end of file): copy by hand */
+    }
+    while (off < size) {
+        if (!buf && !(buf = malloc(chunk)))
+            return -1;
+        size_t want = size - off < chunk ? (size_t)(size - off) : chunk;
+        int rc = read_at(src, buf, want, off);
+        if (rc != 0) {
+            if (rc == -2)
+                errno = EIO;
+            free(buf);
+            return -1;
+        }
+        if (write_all(dst, buf, want) < 0) {
+            free(buf);
+            return -1;
+        }
+        off += want;
+    }
+    free(buf);
+    return 0;
+}
+
+/* copy_shared: this rank's finished node-local shard to the shared
+ * directory's step directory (created), fsync'd; a failure is the rank's. */
+static void copy_shared(ddl_ckpt_t *ck)
+{
+    char path[PATH_MAX + 64];
+    ddl_error_t err;
+    if (ck->err != DDL_OK || !ck->local || !ck->shared)
+        return;
+    step_path(path, sizeof path, ck->sdir, ck->step, ck->shardname);
+    if (ck->sdirfd < 0) {
+        ck_fail(ck, DDL_ERR_IO, "the shared checkpoint directory %s is not open", ck->sdir);
+        return;
+    }
+    if ((mkdirat(ck->sdirfd, ck->stepname, 0700) < 0 && errno != EEXIST) ||
+        (ck->sstepfd = openat(ck->sdirfd, ck->stepname,
+                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        ck_fail(ck, DDL_ERR_IO, "cannot create the step directory of %s: %s (errno %d): fix "
+                "the permissions of the shared checkpoint directory", path, strerror(errno),
+                errno);
+        return;
+    }
+    if (ddl_dir_check(ck->sstepfd, path, geteuid(), "checkpoint step directory", &err) < 0) {
+        ck_fail(ck, DDL_ERR_IO, "%s", err.text);
+        return;
+    }
+    int src = openat(ck->stepfd, ck->shardname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int dst = openat(ck->sstepfd, ck->shardname,
+                     O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (src < 0 || dst < 0 || copy_fd(src, dst, ck->off) < 0 || fsync(dst) < 0 ||
+        fsync(ck->sstepfd) < 0)
+        ck_fail(ck, DDL_ERR_IO, "cannot copy %s to %s: %s (errno %d): %s", ck->path, path,
+                strerror(errno), errno, errno == ENOSPC || errno == EDQUOT
+                ? "free space in the shared checkpoint file system" : "check the storage");
+    if (src >= 0)
+        close(src);
+    if (dst >= 0)
+        close(dst);
+}
+
+/* node_of_rank: the node id of comm rank r. */
+static int node_of_rank(const ddl_comm_t *comm, int r)
+{
+    return ddl_ctx.node_of ? ddl_ctx.node_of[ddl_world_of(comm, r)] : 0;
+}
+
+/* partners: partner[r] for every comm rank: the rank at the same place
+ * among its node's ranks (modulo that node's count) on the next node, in
+ * the order in which the nodes first appear; -1 with a single node.  So a
+ * node's ranks copy to one other node, and no node holds its own copies.
+ * 0, or -1 (out of memory). */
+static int partners(const ddl_comm_t *comm, int *partner)
+{
+    int n = comm->size, nn = 0;
+    int *nodes = malloc(sizeof(int) * (size_t)n), *idx = malloc(sizeof(int) * (size_t)n);
+    int *place = malloc(sizeof(int) * (size_t)n), *count = calloc((size_t)n, sizeof(int));
+    if (!nodes || !idx || !place || !count) {
+        free(nodes), free(idx), free(place), free(count);
+        return -1;
+    }
+    for (int r = 0; r < n; r++) {
+        int nd = node_of_rank(comm, r), i;
+        for (i = 0; i < nn && nodes[i] != nd; i++)
+            ;
+        if (i == nn)
+            nodes[nn++] = nd;
+        idx[r] = i;
+        place[r] = count[i]++;
+    }
+    for (int r = 0; r < n; r++) {
+        partner[r] = -1;
+        if (nn < 2)
+            continue;
+        int next = (idx[r] + 1) % nn, want = place[r] % count[next];
+        for (int q = 0; q < n; q++)
+            if (idx[q] == next && place[q] == want) {
+                partner[r] = q;
+                break;
+            }
+    }
+    free(nodes), free(idx), free(place), free(count);
+    return 0;
+}
+
+/* node_leader: the lowest comm rank on this rank's node. */
+static int node_leader(const ddl_comm_t *comm)
+{
+    int me = node_of_rank(comm, comm->rank);
+    for (int r = 0; r < comm->size; r++)
+        if (node_of_rank(comm, r) == me)
+            return r;
+    return comm->rank;
+}
+
+/* write_copy: a received shard image as name in the step directory, fsync'd
+ * if sync. */
+static int write_copy(int stepfd, const char *name, const void *img, size_t len, int sync)
+{
+    int fd = openat(stepfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    if (write_all(fd, img, len) < 0 || (sync && fsync(fd) < 0)) {
+        int e = errno;
+        close(fd);
+        unlinkat(stepfd, name, 0);
+        errno = e;
+        return -1;
+    }
+    return close(fd);
+}
+
+/* partner_copies: send this rank's finished shard to its partner and write
+ * the shards of the ranks whose partner it is beside its own.  Collective.
+ * I/O failures are the rank's (ck_fail); returns a transport error. */
+static ddl_status_t partner_copies(ddl_ckpt_t *ck)
+{
+    ddl_comm_t *comm = ck->comm;
+    int n = ck->size, nin = 0;
+    int *partner = malloc(sizeof(int) * (size_t)n);
+    int64_t *len = malloc(sizeof(int64_t) * (size_t)n), mine = -1;
+    void **bufs = calloc((size_t)n, sizeof *bufs), **reqs = calloc((size_t)n + 1, sizeof *reqs);
+    void *img = MAP_FAILED;
+    ddl_status_t st = DDL_OK;
+    if (!partner || !len || !bufs || !reqs || partners(comm, partner) < 0) {
+        st = ddl_fail(DDL_ERR_NOMEM, "out of memory for the partner copies of %d ranks", n);
+        goto out;
+    }
+    if (partner[ck->rank] >= 0 && ck->err == DDL_OK && ck->off > 0) {
+        int fd = openat(ck->stepfd, ck->shardname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0) {
+            img = mmap(NULL, (size_t)ck->off, PROT_READ, MAP_SHARED, fd, 0);
+            close(fd);
+        }
+        if (img == MAP_FAILED)
+            ck_fail(ck, DDL_ERR_IO, "cannot map %s to send it to rank %d: %s (errno %d)",
+                    ck->path, partner[ck->rank], strerror(errno), errno);
+        else
+            mine = (int64_t)ck->off;
+    }
+    if ((st = ddl_allgather(comm, &mine, len, 1, DDL_INT64)) != DDL_OK)
+        goto out;
+    if (partner[ck->rank] < 0)
+        goto out; /* one node: no partner */
+    uint32_t seq = comm->seq++;
+    for (int r = 0; r < n && st == DDL_OK; r++) {
+        if (partner[r] != ck->rank || len[r] < 0)
+            continue;
+        if (!(bufs[r] = malloc(len[r] ? (size_t)len[r] : 1))) {
+            st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner copy (%" PRId64
+                          " bytes)", r, len[r]);
+            break;
+        }
+        st = ddl_tl_irecv(comm, bufs[r], (size_t)len[r], ddl_tag(comm, seq, r), &reqs[nin++]);
+    }
+    if (st == DDL_OK && mine >= 0)
+        st = ddl_tl_isend(comm, partner[ck->rank], img, (size_t)mine,
+                          ddl_tag(comm, seq, ck->rank), &reqs[nin++]);
+    if (st == DDL_OK)
+        st = ddl_tl_waitall(comm, reqs, nin);
+    else
+        ddl_tl_abandon(comm, reqs, nin);
+    if (st != DDL_OK)
+        goto out;
+    for (int r = 0; r < n; r++) {
+        char name[32];
+        if (!bufs[r] || ck->err != DDL_OK)
+            continue;
+        textf(name, sizeof name, "rank-%d.shard", r);
+        if (write_copy(ck->stepfd, name, bufs[r], (size_t)len[r], 0) < 0)
+            ck_fail(ck, DDL_ERR_IO, "cannot write rank %d's partner copy %s/%s: %s (errno %d): "
+                    "%s", r, ck->stepdir, name, strerror(errno), errno, errno == ENOSPC
+                    ? "free space in the node-local checkpoint directory" : "check the storage");
+    }
+out:
+    if (img != MAP_FAILED)
+        munmap(img, (size_t)ck->off);
+    for (int r = 0; bufs && r < n; r++)
+        free(bufs[r]);
+    free(bufs), free(reqs), free(partner), free(len);
+    return st;
+}
+
+/* partner_send_async: async mode's partner copies, at the commit: the
+ * buffers already copied in memory go to the partner (an index of names and
+ * sizes, then each buffer), and those of the ranks whose partner this is
+ * arrive into pooled buffers, for the background thread to write as their
+ * shards (the same bytes as their own files).  Collective; returns a
+ * transport error (I/O comes later, in the thread). */
+static ddl_status_t partner_send_async(ddl_ckpt_t *ck)
+{
+    ddl_comm_t *comm = ck->comm;
+    int n = ck->size, nreq = 0, nin = 0;
+    int *partner = malloc(sizeof(int) * (size_t)n);
+    int64_t *ilen = malloc(sizeof(int64_t) * (size_t)n), mine = 0;
+    unsigned char *index = NULL, **rindex = calloc((size_t)n, sizeof *rindex);
+    size_t maxreq = 2 * (size_t)n + ck->n + 2, ix = 0;
+    void **reqs = calloc(maxreq, sizeof *reqs);
+    ddl_status_t st = DDL_OK;
+    uint32_t seq1 = comm->seq++, seq2 = comm->seq++;
+    if (!partner || !ilen || !rindex || !reqs || partners(comm, partner) < 0) {
+        st = ddl_fail(DDL_ERR_NOMEM, "out of memory for the partner copies of %d ranks", n);
+        goto out;
+    }
+    if (partner[ck->rank] < 0)
+        goto out; /* one node: the allgather below is skipped by every rank */
+    if (ck->err == DDL_OK) { /* index: count, then per buffer name length, size, name */
+        size_t need = 8;
+        for (size_t i = 0; i < ck->n; i++)
+            need += 12 + strlen(ck->recs[i].name);
+        if ((index = malloc(need))) {
+            put64(index, ck->n);
+            ix = 8;
+            for (size_t i = 0; i < ck->n; i++) {
+                size_t nl = strlen(ck->recs[i].name);
+                put32(index + ix, (uint32_t)nl);
+                put64(index + ix + 4, ck->recs[i].len);
+                memcpy(index + ix + 12, ck->recs[i].name, nl);
+                ix += 12 + nl;
+            }
+            mine = (int64_t)ix;
+        } else {
+            ck_fail(ck, DDL_ERR_NOMEM, "out of memory for the index of the partner copy");
+        }
+    }
+    if ((st = ddl_allgather(comm, &mine, ilen, 1, DDL_INT64)) != DDL_OK)
+        goto out;
+    for (int r = 0; r < n; r++) {
+        if (partner[r] != ck->rank || ilen[r] <= 0)
+            continue;
+        if (!(rindex[r] = malloc((size_t)ilen[r]))) {
+            st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner index", r);
+            goto abandon;
+        }
+        if ((st = ddl_tl_irecv(comm, rindex[r], (size_t)ilen[r], ddl_tag(comm, seq1, r),
+                               &reqs[nreq++])) != DDL_OK)
+            goto abandon;
+        nin++;
+    }
+    if (mine > 0) {
+        if ((st = ddl_tl_isend(comm, partner[ck->rank], index, (size_t)mine,
+                               ddl_tag(comm, seq1, ck->rank), &reqs[nreq++])) != DDL_OK)
+            goto abandon;
+        for (size_t i = 0; i < ck->n; i++)
+            if ((st = ddl_tl_isend(comm, partner[ck->rank], ck->recs[i].data, ck->recs[i].len,
+                                   ddl_tag(comm, seq2, ck->rank), &reqs[nreq++])) != DDL_OK)
+                goto abandon;
+    }
+    if (nin && !(ck->pcopies = calloc((size_t)nin, sizeof *ck->pcopies))) {
+        st = ddl_fail(DDL_ERR_NOMEM, "out of memory for %d partner copies", nin);
+        goto abandon;
+    }
+    /* the indexes first (the sends of the buffers may wait for their receives) */
+    for (int i = 0; i < nreq; i++) {
+        if (!reqs[i])
+            continue;
+        int is_index_recv = i < nin;
+        if (is_index_recv && (st = ddl_tl_waitall(comm, &reqs[i], 1)) != DDL_OK)
+            goto abandon;
+    }
+    for (int r = 0; r < n; r++) {
+        if (!rindex[r])
+            continue;
+        const unsigned char *p = rindex[r];
+        size_t len = (size_t)ilen[r], off = 8;
+        uint64_t cnt = len >= 8 ? get64(p) : 0;
+        ddl_ckpt_t *pc = calloc(1, sizeof *pc);
+        if (!pc || cnt > (len - 8) / 12 ||
+            !(pc->recs = calloc(cnt ? (size_t)cnt : 1, sizeof *pc->recs))) {
+            free(pc);
+            st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner copy", r);
+            goto abandon;
+        }
+        ck->pcopies[ck->npcopies++] = pc;
+        pc->rank = r;
+        pc->local = 1;
+        pc->size = ck->size;
+        pc->step = ck->step;
+        pc->fd = pc->stepfd = pc->sdirfd = pc->sstepfd = -1;
+        pc->dirfd = ck->dirfd >= 0 ? dup(ck->dirfd) : -1;
+        textf(pc->dir, sizeof pc->dir, "%s", ck->dir);
+        textf(pc->stepdir, sizeof pc->stepdir, "%s", ck->stepdir);
+        textf(pc->stepname, sizeof pc->stepname, "%s", ck->stepname);
+        textf(pc->shardname, sizeof pc->shardname, "rank-%d.shard", r);
+        textf(pc->path, sizeof pc->path, "%s/%s", ck->stepdir, pc->shardname);
+        if (pc->dirfd < 0)
+            ck_fail(pc, DDL_ERR_IO, "cannot open the node-local directory %s for rank %d's "
+                    "partner copy", ck->dir, r);
+        for (uint64_t i = 0; i < cnt; i++) {
+            if (off + 12 > len)
+                break;
+            uint32_t nl = get32(p + off);
+            uint64_t bl = get64(p + off + 4);
+            size_t cap;
+            if (nl == 0 || nl > DDL_CKPT_NAME_MAX || off + 12 + nl > len)
+                break;
+            char *name = malloc(nl + 1);
+            void *buf = name ? pool_take((size_t)bl, &cap) : NULL;
+            if (!buf) {
+                free(name);
+                st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner copy (%"
+                              PRIu64 " bytes)", r, bl);
+                goto abandon;
+            }
+            memcpy(name, p + off + 12, nl);
+            name[nl] = '\0';
+            pc->recs[pc->n++] = (rec_t){.name = name, .data = buf, .len = (size_t)bl, .cap = cap};
+            off += 12 + nl;
+            if ((size_t)nreq >= maxreq) {
+                void **nr = realloc(reqs, 2 * maxreq * sizeof *nr);
+                if (!nr) {
+                    st = ddl_fail(DDL_ERR_NOMEM, "out of memory for the partner transfers");
+                    goto abandon;
+                }
+                memset(nr + maxreq, 0, maxreq * sizeof *nr);
+                reqs = nr;
+                maxreq *= 2;
+            }
+            if ((st = ddl_tl_irecv(comm, buf, (size_t)bl, ddl_tag(comm, seq2, r),
+                                   &reqs[nreq++])) != DDL_OK)
+                goto abandon;
+        }
+        if (pc->n != cnt) {
+            st = ddl_fail(DDL_ERR_IO, "rank %d's partner index is damaged", r);
+            goto abandon;
+        }
+    }
+    st = ddl_tl_waitall(comm, reqs, nreq);
+    goto out;
+abandon:
+    ddl_tl_abandon(comm, reqs, nreq);
+out:
+    for (int r = 0; rindex && r < n; r++)
+        free(rindex[r]);
+    free(rindex), free(index), free(reqs), free(partner), free(ilen);
+    return st;
 }
 
 static void *async_writer(void *arg)
@@ -695,7 +1175,56 @@ static void *async_writer(void *arg)
         shard_record(ck, ck->recs[i].name, ck->recs[i].data, ck->recs[i].len);
     }
     shard_close(ck);
+    /* the partner copies beside it, once this rank's own step directory exists */
+    for (int p = 0; p < ck->npcopies; p++) {
+        ddl_ckpt_t *pc = ck->pcopies[p];
+        shard_open(pc);
+        for (size_t i = 0; i < pc->n; i++)
+            shard_record(pc, pc->recs[i].name, pc->recs[i].data, pc->recs[i].len);
+        shard_close(pc);
+        if (pc->err != DDL_OK)
+            ck_fail(ck, pc->err, "rank %d's partner copy: %s", pc->rank, pc->errtext);
+    }
+    copy_shared(ck);
     return NULL;
+}
+
+/* ck_free_recs: ck's names and buffers (into the pool, if there is one),
+ * and its partner copies' (async). */
+static void ck_free_recs(ddl_ckpt_t *ck)
+{
+    for (size_t i = 0; i < ck->n; i++) {
+        if (ck->names)
+            free(ck->names[i]);
+        if (ck->recs && pool)
+            pool[npool++] = (buf_t){ck->recs[i].data, ck->recs[i].cap};
+        else if (ck->recs)
+            free(ck->recs[i].data);
+    }
+    free(ck->names);
+    free(ck->recs);
+    for (int p = 0; p < ck->npcopies; p++) {
+        ddl_ckpt_t *pc = ck->pcopies[p];
+        if (!pc)
+            continue;
+        if (pc->fd >= 0)
+            close(pc->fd);
+        if (pc->stepfd >= 0)
+            close(pc->stepfd);
+        if (pc->dirfd >= 0)
+            close(pc->dirfd);
+        for (size_t i = 0; i < pc->n; i++)
+            free(pc->recs[i].name);
+        for (size_t i = 0; i < pc->n; i++) {
+            if (pool)
+                pool[npool++] = (buf_t){pc->recs[i].data, pc->recs[i].cap};
+            else
+                free(pc->recs[i].data);
+        }
+        free(pc->recs);
+        free(pc);
+    }
+    free(ck->pcopies);
 }
 
 /* ck_free: release ck; an async one's copies replace the pool. */
@@ -709,19 +1238,18 @@ static void ck_free(ddl_ckpt_t *ck)
         close(ck->stepfd);
     if (ck->dirfd >= 0)
         close(ck->dirfd);
+    if (ck->sstepfd >= 0)
+        close(ck->sstepfd);
+    if (ck->sdirfd >= 0)
+        close(ck->sdirfd);
     if (ck->recs) {
+        size_t total = ck->n;
+        for (int p = 0; p < ck->npcopies; p++)
+            total += ck->pcopies[p] ? ck->pcopies[p]->n : 0;
         pool_clear(); /* buffers this checkpoint did not reuse */
-        pool = calloc(ck->n ? ck->n : 1, sizeof *pool);
+        pool = calloc(total ? total : 1, sizeof *pool);
     }
-    for (size_t i = 0; i < ck->n; i++) {
-        free(ck->names[i]);
-        if (ck->recs && pool)
-            pool[npool++] = (buf_t){ck->recs[i].data, ck->recs[i].cap};
-        else if (ck->recs)
-            free(ck->recs[i].data);
-    }
-    free(ck->names);
-    free(ck->recs);
+    ck_free_recs(ck);
     free(ck);
 }
 
@@ -732,8 +1260,10 @@ typedef struct {
     char text[ERR_TEXT];
 } verdict_t;
 
-/* publish: rank 0 writes MANIFEST and moves latest (all shards are good). */
-static ddl_status_t publish(ddl_ckpt_t *ck, const int64_t *all, char *err, size_t errlen)
+/* publish: write MANIFEST in stepfd and move latest in dirfd (directory
+ * dir, step directory stepdir): all shards are good. */
+static ddl_status_t publish_at(ddl_ckpt_t *ck, const int64_t *all, char *err, size_t errlen,
+                               const char *dir, int dirfd, int stepfd, const char *stepdir)
 {
     size_t cap = 128 + (size_t)ck->size * 48, n;
     char *text = malloc(cap), path[PATH_MAX + 16], val[32], tmp[96];
@@ -748,28 +1278,59 @@ static ddl_status_t publish(ddl_ckpt_t *ck, const int64_t *all, char *err, size_
         n += (size_t)snprintf(text + n, cap - n, "shard %d %" PRIu64 " 0x%08" PRIx32 "\n", r,
                               (uint64_t)all[3 * r + 1], (uint32_t)all[3 * r + 2]);
     snprintf(text + n, cap - n, "crc32c 0x%08" PRIx32 "\n", ddl_crc32c(0, text, n));
-    step_path(path, sizeof path, ck->dir, ck->step, "MANIFEST");
-    int rc = write_file_atomic(ck->stepfd, "MANIFEST", text, (ck->faults & F_RENAME) != 0,
-                               &what, tmp, sizeof tmp);
+    step_path(path, sizeof path, dir, ck->step, "MANIFEST");
+    int rc = stepfd < 0 ? (errno = EBADF, what = "open", -1)
+                        : write_file_atomic(stepfd, "MANIFEST", text, (ck->faults & F_RENAME) != 0,
+                                            &what, tmp, sizeof tmp);
     free(text);
     if (rc < 0) {
-        textf(err, errlen, "cannot %s %s/%s (for %s): %s (errno %d)", what, ck->stepdir, tmp,
+        textf(err, errlen, "cannot %s %s/%s (for %s): %s (errno %d)", what, stepdir, tmp,
               path, strerror(errno), errno);
-        rm_step_at(ck->dirfd, ck->stepname);
+        rm_step_at(dirfd, ck->stepname);
         return DDL_ERR_IO;
     }
-    snprintf(path, sizeof path, "%s/latest", ck->dir);
+    snprintf(path, sizeof path, "%s/latest", dir);
     snprintf(val, sizeof val, "%" PRId64 "\n", ck->step);
-    if (write_file_atomic(ck->dirfd, "latest", val, 0, &what, tmp, sizeof tmp) < 0) {
-        textf(err, errlen, "cannot %s %s/%s (for %s): %s (errno %d)", what, ck->dir, tmp, path,
+    if (write_file_atomic(dirfd, "latest", val, 0, &what, tmp, sizeof tmp) < 0) {
+        textf(err, errlen, "cannot %s %s/%s (for %s): %s (errno %d)", what, dir, tmp, path,
               strerror(errno), errno);
         /* latest still names the previous step; this one is not kept */
-        rm_step_at(ck->dirfd, ck->stepname);
+        rm_step_at(dirfd, ck->stepname);
         return DDL_ERR_IO;
     }
-    if (cleanup_at(ck->dirfd, ck->dir, ck->keep) != DDL_OK)
+    if (cleanup_at(dirfd, dir, ck->keep) != DDL_OK)
         ddl_warn("checkpoint step %" PRId64 " committed, but %s", ck->step, ddl_last_error());
     return DDL_OK;
+}
+
+/* agree: every rank's status -> the first failed rank's on every rank,
+ * with its text in text (ERR_TEXT bytes, in and out) and *from its rank;
+ * a transport error is returned as it is, with *from -1. */
+static ddl_status_t agree(ddl_comm_t *comm, ddl_status_t mine, char *text, int *from)
+{
+    int32_t m = (int32_t)mine, *all = malloc(sizeof m * (size_t)comm->size);
+    ddl_status_t st;
+    *from = -1;
+    if (!all)
+        return ddl_fail(DDL_ERR_NOMEM, "out of memory for %d checkpoint results", comm->size);
+    if ((st = ddl_allgather(comm, &m, all, 1, DDL_INT32)) != DDL_OK) {
+        free(all);
+        return st;
+    }
+    int bad = -1;
+    for (int r = 0; r < comm->size && bad < 0; r++)
+        if (all[r] != DDL_OK)
+            bad = r;
+    st = bad >= 0 ? (ddl_status_t)all[bad] : DDL_OK;
+    free(all);
+    if (bad < 0)
+        return DDL_OK;
+    ddl_status_t bst = ddl_bcast(comm, text, ERR_TEXT, DDL_UINT8, bad);
+    if (bst != DDL_OK)
+        return bst;
+    text[ERR_TEXT - 1] = '\0';
+    *from = bad;
+    return st;
 }
 
 /* decide: every rank's shard result -> one status on every rank. */
@@ -797,22 +1358,42 @@ static ddl_status_t decide(ddl_ckpt_t *ck)
         free(all);
         if (st != DDL_OK)
             return st;
-        if (ck->rank == 0 && ck->dirfd >= 0)
+        if ((ck->rank == 0 || (ck->local && ck->leader)) && ck->dirfd >= 0)
             rm_step_at(ck->dirfd, ck->stepname);
+        if (ck->rank == 0 && ck->shared && ck->sdirfd >= 0)
+            rm_step_at(ck->sdirfd, ck->stepname);
         return ddl_fail(DDL_ERR_IO, "checkpoint step %" PRId64 " not committed (the previous "
                         "one stays latest): rank %d: %.*s", ck->step, bad, ERR_TEXT - 100,
                         v.text);
     }
-    if (ck->rank == 0)
-        v.status = publish(ck, all, v.text, sizeof v.text);
+    if (!ck->local) {
+        if (ck->rank == 0)
+            v.status = publish_at(ck, all, v.text, sizeof v.text, ck->dir, ck->dirfd, ck->stepfd,
+                                  ck->stepdir);
+    } else {
+        char sstepdir[PATH_MAX];
+        if (ck->leader) {
+            atomic_nosync = 1;
+            v.status = publish_at(ck, all, v.text, sizeof v.text, ck->dir, ck->dirfd, ck->stepfd,
+                                  ck->stepdir);
+            atomic_nosync = 0;
+        }
+        if (ck->rank == 0 && ck->shared && v.status == DDL_OK) {
+            step_path(sstepdir, sizeof sstepdir, ck->sdir, ck->step, NULL);
+            v.status = publish_at(ck, all, v.text, sizeof v.text, ck->sdir, ck->sdirfd,
+                                  ck->sstepfd, sstepdir);
+        }
+    }
     free(all);
-    if ((st = ddl_bcast(ck->comm, &v, sizeof v, DDL_UINT8, 0)) != DDL_OK)
-        return st;
-    if (v.status != DDL_OK)
-        return ddl_fail((ddl_status_t)v.status, "checkpoint step %" PRId64 " not committed (the "
-                        "previous one stays latest): rank 0: %.*s", ck->step, ERR_TEXT - 100,
-                        v.text);
-    ddl_debug("checkpoint step %" PRId64 " committed in %s", ck->step, ck->dir);
+    int from;
+    st = agree(ck->comm, (ddl_status_t)v.status, v.text, &from);
+    if (st != DDL_OK && from < 0)
+        return st; /* the transport's error */
+    if (st != DDL_OK)
+        return ddl_fail(st, "checkpoint step %" PRId64 " not committed (the previous one "
+                        "stays latest): rank %d: %.*s", ck->step, from, ERR_TEXT - 100, v.text);
+    ddl_debug("checkpoint step %" PRId64 " committed in %s%s%s", ck->step, ck->dir,
+              ck->shared ? " and " : "", ck->shared ? ck->sdir : "");
     return DDL_OK;
 }
 
@@ -827,12 +1408,16 @@ ddl_status_t ddl_ckpt_wait(int64_t *step)
     pending = NULL;
     if (ck->thread_started)
         pthread_join(ck->thread, NULL);
-    ddl_status_t st = decide(ck);
+    ddl_status_t st = DDL_OK; /* the partner copies were sent at the commit */
+    if (st == DDL_OK)
+        st = decide(ck);
     ck_free(ck);
     return st;
 }
 
-/* ddl_ckpt_finish_pending: ddl_finalize()'s hook (ddl_int.h). */
+/* ddl_ckpt_finish_pending: ddl_finalize()'s hook (ddl_int.h); with the
+ * node-local level in use and no stop requested, the training ended: each
+ * node's first rank removes that level's checkpoints once all are done. */
 ddl_status_t ddl_ckpt_finish_pending(void)
 {
     int64_t step;
@@ -841,6 +1426,453 @@ ddl_status_t ddl_ckpt_finish_pending(void)
         ddl_warn("async checkpoint step %" PRId64 " failed at ddl_finalize(): %s", step,
                  ddl_last_error());
     pool_clear();
+    if (local_used[0] && !ddl_stop_returned && st == DDL_OK &&
+        ddl_barrier(&ddl_ctx.world) == DDL_OK && node_leader(&ddl_ctx.world) == ddl_ctx.rank) {
+        ddl_error_t err;
+        int dfd = ddl_dir_open(local_used, 0, "node-local checkpoint directory", &err);
+        if (dfd >= 0) {
+            if (cleanup_at(dfd, local_used, 1) != DDL_OK || rm_step_all(dfd) < 0 ||
+                unlinkat(dfd, "latest", 0) < 0)
+                ddl_debug("node-local checkpoints in %s: %s", local_used, ddl_last_error());
+            close(dfd);
+            if (rmdir(local_used) < 0 && errno != ENOTEMPTY && errno != EEXIST)
+                ddl_debug("cannot remove %s: %s", local_used, strerror(errno));
+        }
+    }
+    local_used[0] = '\0';
+    return st;
+}
+
+/* ---- restoring ---- */
+
+/* check_image: a whole shard in memory against its rank, step and the
+ * manifest's CRC, each buffer's CRC-32C included.  0, or -1 with why. */
+static int check_image(const unsigned char *b, uint64_t size, int rank, int64_t step,
+                       uint32_t mcrc, char *why, size_t wlen)
+{
+    if (size < HDR_BYTES + TRAIL_BYTES || memcmp(b, SHARD_MAGIC, 8) != 0 ||
+        get32(b + 8) != SHARD_VERSION || get32(b + 12) != (uint32_t)rank ||
+        get64(b + 16) != (uint64_t)step) {
+        textf(why, wlen, "no ddl shard header for rank %d, step %" PRId64, rank, step);
+        return -1;
+    }
+    uint32_t crc = ddl_crc32c(0, b, HDR_BYTES), nrec = 0;
+    uint64_t off = HDR_BYTES;
+    while (off + TRAIL_BYTES < size) {
+        if (off + REC_BYTES + TRAIL_BYTES > size)
+            break;
+        uint32_t nlen = get32(b + off);
+        uint64_t len = get64(b + off + 8);
+        if (nlen == 0 || nlen > DDL_CKPT_NAME_MAX || off + REC_BYTES + nlen + TRAIL_BYTES > size ||
+            len > size - off - REC_BYTES - nlen - TRAIL_BYTES)
+            break;
+        crc = ddl_crc32c(crc, b + off, REC_BYTES + nlen);
+        if (ddl_crc32c(0, b + off + REC_BYTES + nlen, (size_t)len) != get32(b + off + 4)) {
+            textf(why, wlen, "buffer %u fails its checksum (CRC-32C)", nrec);
+            return -1;
+        }
+        off += REC_BYTES + nlen + len;
+        nrec++;
+    }
+    const unsigned char *t = b + off;
+    if (off + TRAIL_BYTES != size || memcmp(t, TRAIL_MAGIC, 8) != 0 || get32(t + 8) != nrec ||
+        (crc = ddl_crc32c(crc, t, 12)) != get32(t + 12) || crc != mcrc) {
+        textf(why, wlen, "fails its checksum (CRC-32C) or structure check");
+        return -1;
+    }
+    return 0;
+}
+
+/* big_alloc: len bytes of anonymous memory with transparent huge pages
+ * asked for: a restore touches whole shards of fresh memory, and 4 KiB
+ * page faults cost more than the copy (see the pool above); NULL if none.
+ * big_free releases it. */
+static void *big_alloc(size_t len)
+{
+    void *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                   0);
+    if (p == MAP_FAILED)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    if (len >= (2u << 20))
+        madvise(p, len, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+static void big_free(void *p, size_t len)
+{
+    if (p)
+        munmap(p, len ? len : 1);
+}
+
+/* load_shard: rank's shard of step in dir, read whole and checked against
+ * the manifest m: its size, with *img (malloc'd) if img is not NULL; 0
+ * (missing or damaged, why says which) or -1 (out of memory).  *img is
+ * released with big_free(). */
+static int64_t load_shard(const char *dir, int64_t step, int rank, const manifest_t *m,
+                          void **img, char *why, size_t wlen)
+{
+    char path[PATH_MAX + 64];
+    struct stat sb;
+    unsigned char *b = NULL;
+    if (img)
+        *img = NULL;
+    textf(path, sizeof path, "%s/step-%08" PRId64 "/rank-%d.shard", dir, step, rank);
+    if (rank >= m->world) {
+        textf(why, wlen, "step %" PRId64 " in %s has %d shards", step, dir, m->world);
+        return 0;
+    }
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &sb) < 0) {
+        textf(why, wlen, "%s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    uint64_t size = m->size[rank];
+    if ((uint64_t)sb.st_size != size) {
+        textf(why, wlen, "%s has %lld bytes, its manifest says %" PRIu64, path,
+              (long long)sb.st_size, size);
+        close(fd);
+        return 0;
+    }
+    if (!(b = big_alloc((size_t)size))) {
+        close(fd);
+        return -1;
+    }
+    char inner[200] = "cannot be read";
+    int rc = read_at(fd, b, (size_t)size, 0);
+    close(fd);
+    if (rc != 0 || check_image(b, size, rank, step, m->crc[rank], inner, sizeof inner) < 0) {
+        textf(why, wlen, "%s: %s", path, inner);
+        big_free(b, (size_t)size);
+        return 0;
+    }
+    if (img)
+        *img = b; /* big_free() it */
+    else
+        big_free(b, (size_t)size);
+    return (int64_t)size;
+}
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* restore_shared: where rank's shard of step is valid in the shared dir. */
+static int restore_shared(const char *dir, int64_t step, int rank, char *why, size_t wlen)
+{
+    manifest_t m;
+    if (read_manifest(dir, step, &m) != DDL_OK) {
+        textf(why, wlen, "%s", ddl_last_error());
+        return 0;
+    }
+    int64_t got = load_shard(dir, step, rank, &m, NULL, why, wlen);
+    manifest_free(&m);
+    return got > 0;
+}
+
+ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, char *from,
+                              size_t fromlen, int *level)
+{
+    char ldir[PATH_MAX], text[ERR_TEXT] = "", why[ERR_TEXT] = "";
+    ddl_status_t st;
+    int from_rank;
+    ddl_clear_error();
+    if (!step || !from || !fromlen)
+        return ddl_fail(DDL_ERR_INVALID, "ddl_ckpt_restore: step or from is NULL or empty");
+    *step = -1;
+    from[0] = '\0';
+    if (level)
+        *level = DDL_CKPT_LEVEL_NONE;
+    if (!ddl_ctx.initialized)
+        return ddl_fail(DDL_ERR_NOT_INITIALIZED, "call ddl_init() before ddl_ckpt_restore()");
+    if (!comm || !dir || !*dir)
+        return ddl_fail(DDL_ERR_INVALID, "ddl_ckpt_restore: communicator or directory is NULL "
+                        "or empty");
+    const double t_start = mono_ms();
+    int local = local_dir_resolve(ldir, sizeof ldir);
+    if (local < 0)
+        return DDL_ERR_INVALID;
+    if (local) { /* checked here too, so that a bad value stops the program at its start */
+        long every;
+        ddl_error_t err;
+        if (ddl_env_long(DDLENV_DDL_CKPT_SHARED_EVERY, &every, &err) < 0)
+            return ddl_fail(DDL_ERR_INVALID, "%s: use 0 (never) or K (every K-th checkpoint "
+                            "goes to the shared directory)", err.text);
+    }
+    if (strlen(dir) >= fromlen || (local && strlen(ldir) >= fromlen))
+        return ddl_fail(DDL_ERR_INVALID, "ddl_ckpt_restore: from has %zu bytes, too few for "
+                        "the checkpoint directory paths: pass PATH_MAX", fromlen);
+    const int n = comm->size, me = comm->rank;
+    int64_t info[4] = {-1, 0, -1, DDL_OK}, *all = NULL;
+    if (local) {
+        manifest_t lm;
+        snprintf(local_used, sizeof local_used, "%s", ldir);
+        if (latest_step(ldir, &info[0]) != DDL_OK) {
+            ddl_warn("node-local checkpoints ignored: %s", ddl_last_error());
+            info[0] = -1;
+        } else if (info[0] >= 0 && read_manifest(ldir, info[0], &lm) == DDL_OK) {
+            info[1] = lm.world;
+            manifest_free(&lm);
+        } else if (info[0] >= 0) {
+            ddl_warn("node-local checkpoint step %" PRId64 " ignored: %s", info[0],
+                     ddl_last_error());
+            info[0] = -1;
+        }
+    }
+    if (me == 0 && (st = ddl_ckpt_latest(dir, &info[2])) != DDL_OK) {
+        info[3] = st;
+        snprintf(text, sizeof text, "%s", ddl_last_error());
+    }
+    if (!(all = malloc(sizeof info * (size_t)n)))
+        return ddl_fail(DDL_ERR_NOMEM, "out of memory for %d ranks' checkpoint steps", n);
+    if ((st = ddl_allgather(comm, info, all, 4, DDL_INT64)) != DDL_OK) {
+        free(all);
+        return st;
+    }
+    int64_t sl = -1, ss = all[2];
+    int world = 0;
+    ddl_status_t sst = (ddl_status_t)all[3];
+    for (int r = 0; r < n; r++)
+        sl = all[4 * r] > sl ? all[4 * r] : sl;
+    for (int r = 0; r < n; r++)
+        if (all[4 * r] == sl && all[4 * r + 1] > world)
+            world = (int)all[4 * r + 1];
+    free(all);
+    if (!local || sl < 0 || ss > sl) { /* the shared level (or none at all) */
+        if (sst != DDL_OK) {
+            if ((st = ddl_bcast(comm, text, sizeof text, DDL_UINT8, 0)) != DDL_OK)
+                return st;
+            text[sizeof text - 1] = '\0';
+            return ddl_fail(sst, "%s", text);
+        }
+        snprintf(from, fromlen, "%s", dir);
+        *step = ss;
+        if (level && ss >= 0)
+            *level = DDL_CKPT_LEVEL_SHARED;
+        if (me == 0 && local && sl >= 0)
+            ddl_info("checkpoint step %" PRId64 " in the shared directory %s is newer than the "
+                     "node-local level's (%" PRId64 "): restoring from %s", ss, dir, sl, dir);
+        return DDL_OK;
+    }
+    if (sst != DDL_OK && me == 0)
+        ddl_warn("the shared checkpoint directory is ignored: %s", text);
+    if (n > world)
+        return ddl_fail(DDL_ERR_INVALID, "checkpoint step %" PRId64 " has %d shards but the "
+                        "communicator %d ranks: restore into a world of at most %d", sl, world,
+                        n, world);
+
+    /* which shards of step sl this node holds: a rank of this node checks
+     * its own shard in full (it reads it next); a partner copy is only
+     * looked at here (its size) and checked in full when it is sent and
+     * when it arrives, so that no shard is read more than needed */
+    int nl = 0, pl = 0, mynode = node_of_rank(comm, me);
+    for (int r = 0; r < n; r++)
+        if (node_of_rank(comm, r) == mynode) {
+            pl += r < me;
+            nl++;
+        }
+    size_t vec = (size_t)world + 1;
+    int64_t *mine = calloc(vec, sizeof *mine), *have = malloc(vec * (size_t)n * sizeof *have);
+    int *src = malloc(sizeof(int) * (size_t)n);
+    void **reqs = calloc(2 * (size_t)n + 2, sizeof *reqs), **imgs = calloc((size_t)n,
+                                                                           sizeof *imgs);
+    char *mtext = NULL, *rtext = NULL, path[PATH_MAX + 64];
+    void *rimg = NULL;
+    size_t mlen = 0, rimg_len = 0;
+    int nreq = 0, lvl = DDL_CKPT_LEVEL_NONE;
+    manifest_t lm = {0};
+    int have_lm = 0;
+    if (!mine || !have || !src || !reqs || !imgs) {
+        st = ddl_fail(DDL_ERR_NOMEM, "out of memory restoring %d ranks", n);
+        goto out;
+    }
+    step_path(path, sizeof path, ldir, sl, "MANIFEST");
+    if (read_manifest(ldir, sl, &lm) == DDL_OK && lm.world == world &&
+        (mtext = read_small(path, &mlen)) != NULL) {
+        have_lm = 1;
+        mine[0] = (int64_t)mlen;
+        for (int i = 0; i < world; i++) {
+            int owner_here = i < n && node_of_rank(comm, i) == mynode;
+            int64_t got = 0;
+            if (i == me) {
+                got = load_shard(ldir, sl, i, &lm, NULL, why, sizeof why);
+            } else if (!owner_here && i % nl == pl) { /* a partner copy: its size */
+                struct stat sb;
+                char sp[PATH_MAX + 64];
+                textf(sp, sizeof sp, "%s/step-%08" PRId64 "/rank-%d.shard", ldir, sl, i);
+                if (stat(sp, &sb) == 0 && (uint64_t)sb.st_size == lm.size[i])
+                    got = sb.st_size;
+                else
+                    textf(why, sizeof why, "%s: %s", sp, errno == ENOENT ? "No such file"
+                          : "its size differs from the manifest's");
+            } else {
+                continue; /* another rank of this node reports it */
+            }
+            if (got < 0) {
+                st = ddl_fail(DDL_ERR_NOMEM, "out of memory checking shard %d", i);
+                goto out;
+            }
+            mine[1 + i] = got;
+            if (got == 0 && !strstr(why, "No such file"))
+                ddl_warn("node-local copy of rank %d's shard, step %" PRId64 ", not used: %s", i,
+                         sl, why);
+        }
+    }
+    ddl_debug("restore: node-local copies checked at %.1f ms", mono_ms() - t_start);
+    if ((st = ddl_allgather(comm, mine, have, (int)vec, DDL_INT64)) != DDL_OK)
+        goto out;
+    for (int i = 0; i < n; i++) {
+        int nd = node_of_rank(comm, i);
+        src[i] = -3; /* nowhere on the node-local level */
+        for (int q = 0; q < n && src[i] != -2; q++)
+            if (have[(size_t)q * vec + 1 + (size_t)i] > 0) {
+                if (node_of_rank(comm, q) == nd)
+                    src[i] = -2; /* on its own node */
+                else if (src[i] == -3)
+                    src[i] = q; /* a partner's copy */
+            }
+    }
+    /* the partner copies travel: manifest text, then the shard */
+    uint32_t seq1 = comm->seq++, seq2 = comm->seq++;
+    if (src[me] >= 0) {
+        int h = src[me];
+        size_t rl = (size_t)have[(size_t)h * vec], sl_bytes = (size_t)have[(size_t)h * vec + 1 + me];
+        rimg_len = sl_bytes;
+        if (!(rtext = malloc(rl + 1)) || !(rimg = big_alloc(sl_bytes))) {
+            st = ddl_fail(DDL_ERR_NOMEM, "out of memory for the partner copy (%zu bytes)",
+                          sl_bytes);
+            goto out;
+        }
+        rtext[rl] = '\0';
+        if ((st = ddl_tl_irecv(comm, rtext, rl, ddl_tag(comm, seq1, h), &reqs[nreq++])) !=
+                DDL_OK ||
+            (st = ddl_tl_irecv(comm, rimg, sl_bytes, ddl_tag(comm, seq2, h), &reqs[nreq++])) !=
+                DDL_OK)
+            goto abandon;
+    }
+    for (int i = 0; i < n; i++) {
+        if (src[i] != me)
+            continue;
+        size_t len = (size_t)have[(size_t)me * vec + 1 + i];
+        if (load_shard(ldir, sl, i, &lm, &imgs[i], why, sizeof why) != (int64_t)len &&
+            (ddl_warn("node-local copy of rank %d's shard, step %" PRId64 ", not used: %s", i,
+                      sl, why),
+             !(imgs[i] = big_alloc(len)))) { /* zeros: the receiver finds it damaged */
+            st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner copy", i);
+            goto abandon;
+        }
+        if ((st = ddl_tl_isend(comm, i, mtext, mlen, ddl_tag(comm, seq1, me), &reqs[nreq++])) !=
+                DDL_OK ||
+            (st = ddl_tl_isend(comm, i, imgs[i], len, ddl_tag(comm, seq2, me), &reqs[nreq++])) !=
+                DDL_OK)
+            goto abandon;
+    }
+    ddl_debug("restore: partner copies posted at %.1f ms", mono_ms() - t_start);
+    if ((st = ddl_tl_waitall(comm, reqs, nreq)) != DDL_OK)
+        goto out;
+    nreq = 0;
+    ddl_debug("restore: partner copies received at %.1f ms", mono_ms() - t_start);
+
+    /* this rank's level */
+    if (src[me] == -2) {
+        lvl = DDL_CKPT_LEVEL_LOCAL;
+    } else if (src[me] >= 0) {
+        int h = src[me];
+        size_t len = (size_t)have[(size_t)h * vec + 1 + me];
+        manifest_t rm;
+        ddl_error_t err;
+        const char *what = "";
+        char tmp[96], name[32], stepname[32];
+        int dfd = ddl_dir_open(ldir, 1, "node-local checkpoint directory", &err), sfd = -1;
+        textf(stepname, sizeof stepname, "step-%08" PRId64, sl);
+        textf(name, sizeof name, "rank-%d.shard", me);
+        if (dfd < 0)
+            textf(why, sizeof why, "%s", err.text);
+        else if ((mkdirat(dfd, stepname, 0700) < 0 && errno != EEXIST) ||
+                 (sfd = openat(dfd, stepname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                                  O_CLOEXEC)) < 0 ||
+                 (atomic_nosync = 1, write_file_atomic(sfd, "MANIFEST", rtext, 0, &what, tmp,
+                                                       sizeof tmp)) < 0)
+            textf(why, sizeof why, "cannot write the partner's manifest into %s/%s: %s", ldir,
+                  stepname, strerror(errno));
+        else if (read_manifest(ldir, sl, &rm) != DDL_OK)
+            textf(why, sizeof why, "the partner's manifest: %s", ddl_last_error());
+        else {
+            char inner[200];
+            /* checked in memory, then stored for ddl_ckpt_read() without an fsync: the
+             * next checkpoint, not this copy, is what a later failure needs */
+            if (me >= rm.world || len != rm.size[me] ||
+                check_image(rimg, len, me, sl, rm.crc[me], inner, sizeof inner) < 0)
+                textf(why, sizeof why, "the copy from rank %d: %s", h, me >= rm.world ||
+                      len != rm.size[me] ? "its size differs from its manifest's" : inner);
+            else if (write_copy(sfd, name, rimg, len, 0) < 0)
+                textf(why, sizeof why, "cannot write the partner copy into %s/%s: %s", ldir,
+                      stepname, strerror(errno));
+            else
+                lvl = DDL_CKPT_LEVEL_PARTNER;
+            manifest_free(&rm);
+        }
+        atomic_nosync = 0;
+        if (lvl != DDL_CKPT_LEVEL_PARTNER)
+            ddl_warn("rank %d: the partner copy from rank %d is not used: %s", me, h, why);
+        if (sfd >= 0)
+            close(sfd);
+        if (dfd >= 0)
+            close(dfd);
+    } else {
+        textf(why, sizeof why, "no node holds a valid copy");
+    }
+    if (lvl == DDL_CKPT_LEVEL_NONE) { /* the next level */
+        char swhy[ERR_TEXT];
+        if (restore_shared(dir, sl, me, swhy, sizeof swhy))
+            lvl = DDL_CKPT_LEVEL_SHARED;
+        else
+            textf(text, sizeof text, "no valid copy of rank %d's shard of checkpoint step %"
+                  PRId64 " at any level: node-local and partner copies: %.120s; shared "
+                  "directory %.60s: %.160s", me, sl, why, dir, swhy);
+    }
+    ddl_debug("restore: level %d at %.1f ms", lvl, mono_ms() - t_start);
+    st = agree(comm, lvl == DDL_CKPT_LEVEL_NONE ? DDL_ERR_IO : DDL_OK, text, &from_rank);
+    if (st != DDL_OK) {
+        if (from_rank >= 0)
+            st = ddl_fail(st, "%s", text);
+        goto out;
+    }
+    *step = sl;
+    snprintf(from, fromlen, "%s", lvl == DDL_CKPT_LEVEL_SHARED ? dir : ldir);
+    if (level)
+        *level = lvl;
+    {
+        int32_t l32 = lvl, *lv = malloc(sizeof l32 * (size_t)n);
+        if (lv && ddl_allgather(comm, &l32, lv, 1, DDL_INT32) == DDL_OK && me == 0) {
+            int c[4] = {0, 0, 0, 0};
+            for (int r = 0; r < n; r++)
+                c[lv[r] & 3]++;
+            ddl_info("checkpoint step %" PRId64 " restored: %d shards node-local, %d from "
+                     "partner copies, %d from the shared directory %s", sl,
+                     c[DDL_CKPT_LEVEL_LOCAL], c[DDL_CKPT_LEVEL_PARTNER],
+                     c[DDL_CKPT_LEVEL_SHARED], dir);
+        }
+        free(lv);
+    }
+    goto out;
+abandon:
+    ddl_tl_abandon(comm, reqs, nreq);
+out:
+    if (have_lm)
+        manifest_free(&lm);
+    for (int i = 0; imgs && i < n; i++)
+        if (imgs[i])
+            big_free(imgs[i], (size_t)have[(size_t)me * vec + 1 + (size_t)i]);
+    free(imgs), free(reqs), free(src), free(have), free(mine);
+    free(mtext), free(rtext);
+    big_free(rimg, rimg_len);
     return st;
 }
 
@@ -874,7 +1906,44 @@ ddl_status_t ddl_ckpt_begin(ddl_comm_t *comm, const char *dir, int64_t step, int
     if ((st = ddl_ckpt_wait(NULL)) != DDL_OK)
         return st;
 
-    if (comm->rank == 0) {
+    /* the node-local level: every rank of comm sees the same variables */
+    char ldir[PATH_MAX];
+    int local = local_dir_resolve(ldir, sizeof ldir), shared = 1, leader = 0, ldfd = -1;
+    verdict_t lv = {0};
+    if (local < 0)
+        return DDL_ERR_INVALID;
+    if (local) {
+        long every;
+        if (ddl_env_long(DDLENV_DDL_CKPT_SHARED_EVERY, &every, &err) < 0)
+            return ddl_fail(DDL_ERR_INVALID, "%s: use 0 (never) or K (every K-th checkpoint "
+                            "goes to the shared directory)", err.text);
+        local_count++;
+        /* a stop's checkpoint must outlive the nodes: the job resumes elsewhere */
+        shared = (every > 0 && local_count % every == 0) || ddl_stop_returned;
+        leader = node_leader(comm) == comm->rank;
+        snprintf(local_used, sizeof local_used, "%s", ldir);
+        if (leader) { /* this node's directory, before any rank of it writes */
+            int64_t llatest;
+            if ((ldfd = ddl_dir_open(ldir, 1, "node-local checkpoint directory", &err)) < 0) {
+                lv.status = DDL_ERR_IO;
+                textf(lv.text, sizeof lv.text, "%s", err.text);
+            } else if ((st = latest_step(ldir, &llatest)) != DDL_OK) {
+                lv.status = st;
+                snprintf(lv.text, sizeof lv.text, "%s", ddl_last_error());
+            } else if (step <= llatest) {
+                lv.status = DDL_ERR_INVALID;
+                textf(lv.text, sizeof lv.text, "checkpoint step %" PRId64 " is not after the "
+                      "latest one (%" PRId64 ") in the node-local directory %s: use a "
+                      "larger step, or empty that directory (left by another job?)", step,
+                      llatest, ldir);
+            } else if ((st = cleanup_at(ldfd, ldir, keep)) != DDL_OK) {
+                lv.status = st;
+                snprintf(lv.text, sizeof lv.text, "%s", ddl_last_error());
+            }
+        }
+    }
+
+    if (comm->rank == 0 && shared) {
         if ((dfd = ddl_dir_open(dir, 1, "checkpoint directory", &err)) < 0) {
             v.status = DDL_ERR_IO;
             textf(v.text, sizeof v.text, "%s", err.text);
@@ -894,13 +1963,29 @@ ddl_status_t ddl_ckpt_begin(ddl_comm_t *comm, const char *dir, int64_t step, int
         (v.status != DDL_OK && (st = (ddl_status_t)v.status) != DDL_OK)) {
         if (dfd >= 0)
             close(dfd);
+        if (ldfd >= 0)
+            close(ldfd);
+        local_count -= local ? 1 : 0;
         return v.status != DDL_OK ? ddl_fail(st, "%s", v.text) : st;
+    }
+    if (local) { /* every node's directory is ready: also the barrier before the writes */
+        int from;
+        if ((st = agree(comm, (ddl_status_t)lv.status, lv.text, &from)) != DDL_OK) {
+            if (dfd >= 0)
+                close(dfd);
+            if (ldfd >= 0)
+                close(ldfd);
+            local_count--;
+            return from < 0 ? st : ddl_fail(st, "rank %d: %s", from, lv.text);
+        }
     }
 
     ddl_ckpt_t *ck = calloc(1, sizeof *ck);
     if (!ck) {
         if (dfd >= 0)
             close(dfd);
+        if (ldfd >= 0)
+            close(ldfd);
         return ddl_fail(DDL_ERR_NOMEM, "out of memory for a checkpoint");
     }
     ck->comm = comm;
@@ -911,8 +1996,24 @@ ddl_status_t ddl_ckpt_begin(ddl_comm_t *comm, const char *dir, int64_t step, int
     ck->flags = flags;
     ck->fd = -1;
     ck->stepfd = -1;
-    ck->dirfd = dfd; /* rank 0 opened it above; the others now */
-    if (ck->dirfd < 0 && (ck->dirfd = ddl_dir_open(dir, 1, "checkpoint directory", &err)) < 0)
+    ck->sdirfd = -1;
+    ck->sstepfd = -1;
+    ck->local = local;
+    ck->leader = leader;
+    ck->shared = shared;
+    if (local) { /* write to this node's directory; the shared one gets a copy */
+        textf(ck->sdir, sizeof ck->sdir, "%s", dir);
+        ck->sdirfd = dfd;
+        if (shared && ck->sdirfd < 0 &&
+            (ck->sdirfd = ddl_dir_open(dir, 1, "checkpoint directory", &err)) < 0)
+            ck_fail(ck, DDL_ERR_IO, "%s", err.text);
+        dfd = ldfd;
+        dir = ldir;
+    }
+    ck->dirfd = dfd; /* rank 0 (a node's first rank) opened it above; the others now */
+    if (ck->dirfd < 0 && (ck->dirfd = ddl_dir_open(dir, 1, local ? "node-local checkpoint "
+                                                    "directory" : "checkpoint directory",
+                                                    &err)) < 0)
         ck_fail(ck, DDL_ERR_IO, "%s", err.text); /* reported by write and commit */
     ck->faults = (fault("write", ck->rank) ? F_WRITE : 0) |
                  (fault("fsync", ck->rank) ? F_FSYNC : 0) |
@@ -992,6 +2093,13 @@ ddl_status_t ddl_ckpt_commit(ddl_ckpt_t *ck)
             return ddl_fail(DDL_ERR_INVALID, "async checkpoint step %" PRId64 " is still "
                             "pending: begin and commit one checkpoint at a time", other);
         }
+        if (ck->local) {
+            ddl_status_t st = partner_send_async(ck);
+            if (st != DDL_OK) {
+                ck_free(ck);
+                return st;
+            }
+        }
         pending = ck;
         if (pthread_create(&ck->thread, NULL, async_writer, ck) == 0)
             ck->thread_started = 1;
@@ -1000,7 +2108,10 @@ ddl_status_t ddl_ckpt_commit(ddl_ckpt_t *ck)
         return DDL_OK;
     }
     shard_close(ck);
-    ddl_status_t st = decide(ck);
+    copy_shared(ck);
+    ddl_status_t st = ck->local ? partner_copies(ck) : DDL_OK;
+    if (st == DDL_OK)
+        st = decide(ck);
     ck_free(ck);
     return st;
 }

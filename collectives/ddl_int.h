@@ -543,4 +543,9 @@ double ddl_model_allgather_us(const ddl_comm_t *comm, size_t bytes_per_rank);
  * by ddl_finalize() before it stops the engine. */
 ddl_status_t ddl_ckpt_finish_pending(void);
 
+/* ddl_stop_returned: ddl_should_stop() returned DDL_STOP in this process
+ * (stop.c), so that the stop's checkpoint also goes to the shared level and
+ * ddl_finalize() keeps the node-local one. */
+extern int ddl_stop_returned;
+
 #endif

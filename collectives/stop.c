@@ -39,6 +39,7 @@ static const int stop_sigs[] = {SIGTERM, SIGUSR1, SIGUSR2};
 
 static struct sigaction old_act[NSTOP_SIGS];
 static int installed[NSTOP_SIGS];
+int ddl_stop_returned;
 static volatile sig_atomic_t sig_pending; /* a stop signal arrived: its number */
 
 /* The stop of the current generation, as this rank sees it. */
@@ -201,6 +202,7 @@ ddl_status_t ddl_should_stop(int64_t step)
             return DDL_OK;
         ddl_debug("rank %d: stop signal %d: stopping after step %lld", ddl_ctx.rank,
                   (int)sig_pending, (long long)step);
+        ddl_stop_returned = 1;
         return DDL_STOP;
     }
     ddl_agent_lock();
@@ -228,5 +230,6 @@ ddl_status_t ddl_should_stop(int64_t step)
                  (long long)at);
     ddl_debug("rank %d: stopping after step %lld (boundary %lld)", ddl_ctx.rank,
               (long long)step, (long long)c);
+    ddl_stop_returned = 1;
     return DDL_STOP;
 }

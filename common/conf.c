@@ -33,6 +33,10 @@
     CFG_INT("max_restarts", 10, F),                                                                \
     /* absolute directories under which checkpoints may be written; empty: anywhere */             \
     CFG_STR_LIST("checkpoint_roots", "{}", F),                                                     \
+    /* absolute node-local checkpoint directory (%n: node id, %h: host name; unset: none) */       \
+    CFG_STR("checkpoint_local_dir", NULL, F),                                                      \
+    /* with it: every K-th checkpoint also to the shared directory, 0 (never)-1000000 */           \
+    CFG_INT("checkpoint_shared_every", 1, F),                                                      \
     /* default placement of ranks on GPUs, NICs and cores: auto or none */                         \
     CFG_STR("bind", "auto", F),                                                                    \
     /* UCX_TLS given to the workers (unset: UCX's own choice) */                                   \
@@ -58,6 +62,7 @@ static const conf_range_t conf_ranges[] = {
     {"hang_timeout_min", 1, DDL_HANG_TIMEOUT_MAX_S},
     {"hang_timeout_max", 1, DDL_HANG_TIMEOUT_MAX_S},
     {"max_restarts", 0, DDL_MAX_RESTARTS},
+    {"checkpoint_shared_every", 0, 1000000},
 };
 
 static const char *const conf_bind_values[] = {"auto", "none", NULL};
@@ -156,6 +161,7 @@ static int validate_str(cfg_t *cfg, cfg_opt_t *opt)
             return -1;
         }
         if ((strcmp(opt->name, "checkpoint_roots") == 0 || strcmp(opt->name, "log_dir") == 0 ||
+             strcmp(opt->name, "checkpoint_local_dir") == 0 ||
              strcmp(opt->name, "metrics_dir") == 0) &&
             !clean_abs_path(s)) {
             cfg_error(cfg, "%s: '%s' is not an absolute path without '.' or '..'", opt->name, s);
@@ -172,9 +178,11 @@ static int validate_str(cfg_t *cfg, cfg_opt_t *opt)
 static void set_validators(cfg_t *cfg)
 {
     static const char *const ints[] = {"heartbeat_interval", "node_timeout", "hang_timeout_min",
-                                       "hang_timeout_max", "max_restarts"};
+                                       "hang_timeout_max", "max_restarts",
+                                       "checkpoint_shared_every"};
     static const char *const strs[] = {"checkpoint_roots", "bind",    "ucx_tls",
-                                       "log_level",        "log_dir", "metrics_dir"};
+                                       "log_level",        "log_dir", "metrics_dir",
+                                       "checkpoint_local_dir"};
     char name[64];
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         cfg_set_validate_func(cfg, ints[i], validate_int);
@@ -205,6 +213,8 @@ static int resolve(cfg_t *sec, const ddl_conf_values_t *base, ddl_conf_values_t 
     TAKE_INT("hang_timeout_min", hang_timeout_min)
     TAKE_INT("hang_timeout_max", hang_timeout_max)
     TAKE_INT("max_restarts", max_restarts)
+    TAKE_INT("checkpoint_shared_every", checkpoint_shared_every)
+    TAKE_STR("checkpoint_local_dir", checkpoint_local_dir)
     TAKE_STR("bind", bind)
     TAKE_STR("ucx_tls", ucx_tls)
     TAKE_STR("log_level", log_level)
@@ -267,7 +277,7 @@ static int check_values(const char *path, const char *part, const ddl_conf_value
 static const char *const conf_keys[] = {
     "heartbeat_interval", "node_timeout", "hang_timeout_min", "hang_timeout_max", "max_restarts",
     "checkpoint_roots",   "bind",         "ucx_tls",          "log_level",        "log_dir",
-    "metrics_dir"};
+    "metrics_dir",        "checkpoint_local_dir", "checkpoint_shared_every"};
 #define N_KEYS (sizeof conf_keys / sizeof conf_keys[0])
 
 enum { T_EOF, T_ERR, T_STR, T_LBRACE, T_RBRACE, T_PUNCT, T_EQ, T_COMMA };
@@ -700,6 +710,8 @@ void ddl_conf_print(const ddl_conf_values_t *v, FILE *f)
         print_quoted(f, v->checkpoint_roots[i]);
     }
     fprintf(f, "}\n");
+    print_str(f, "checkpoint_local_dir", v->checkpoint_local_dir);
+    fprintf(f, "checkpoint_shared_every = %ld\n", v->checkpoint_shared_every);
     print_str(f, "bind", v->bind);
     print_str(f, "ucx_tls", v->ucx_tls);
     print_str(f, "log_level", v->log_level);

@@ -35,6 +35,8 @@ typedef struct {
     long max_restarts;                   /* upper bound of --ddl-restarts, 0-100 */
     const char *const *checkpoint_roots; /* allowed checkpoint roots; none: any */
     size_t n_checkpoint_roots;
+    const char *checkpoint_local_dir; /* node-local checkpoint level's directory, or NULL */
+    long checkpoint_shared_every;     /* with it: every K-th checkpoint shared, 0 never */
     const char *bind;      /* "auto" or "none" */
     const char *ucx_tls;   /* UCX_TLS for the workers, or NULL */
     const char *log_level; /* "error", "warn", "info" or "debug" */

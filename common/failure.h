@@ -71,5 +71,8 @@ int ddl_fail_summary_write(const char *dir, const ddl_fail_summary_t *s, ddl_err
                                     * SIGTERM, --signal's SIGUSR1/SIGUSR2, ddlrun's SIGTERM)
                                     * after every rank committed a checkpoint at one step
                                     * boundary: requeue to resume; same value in ddl.h */
+#define DDL_EXIT_NO_CHECKPOINT 95  /* a worker exited with it: no valid checkpoint at any
+                                    * level where one must be; a restart cannot help, so
+                                    * the step stops at once; same value in ddl.h */
 
 #endif

@@ -224,6 +224,21 @@ static void set_rank_env(run_t *r, int rank, int master_port)
         fprintf(stderr, "ddlrun: rank %d: %s\n", rank, err.text);
         _exit(127);
     }
+    if (r->o.ckpt_local) {
+        /* each emulated machine (a spare included) its own directory: the
+         * task keeps it when it takes another node's ranks */
+        char dir[4200];
+        if (r->nnodes > 1)
+            snprintf(dir, sizeof dir, "%s/node-%d", r->o.ckpt_local, rank / per_node);
+        else
+            snprintf(dir, sizeof dir, "%s", r->o.ckpt_local);
+        setenv("DDL_CKPT_LOCAL_DIR", dir, 1);
+    }
+    if (r->o.ckpt_shared_every >= 0) {
+        char k[16];
+        snprintf(k, sizeof k, "%d", r->o.ckpt_shared_every);
+        setenv("DDL_CKPT_SHARED_EVERY", k, 1);
+    }
 }
 
 static int start_rank(run_t *r, int rank, int master_port)

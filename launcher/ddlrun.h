@@ -32,6 +32,8 @@ typedef struct {
     int restarts;    /* --restarts: new generations after a failure */
     int crash_loop;  /* --crash-loop: restarts without checkpoint progress allowed */
     const char *ckpt_dir; /* --checkpoint-dir: DDL_CHECKPOINT_DIR, progress, reports */
+    const char *ckpt_local; /* --checkpoint-local: DDL_CKPT_LOCAL_DIR (per emulated node) */
+    int ckpt_shared_every;  /* --checkpoint-shared-every: DDL_CKPT_SHARED_EVERY, -1 unset */
     long hang_ms;    /* --hang-timeout: DDL_HANG_TIMEOUT_MS for ddl-launch, 0 off */
     int emulate;     /* --emulate: one agent per emulated node, supervising as under Slurm */
     int spares;      /* --spares: more emulated nodes whose tasks wait (--emulate) */

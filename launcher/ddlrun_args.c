@@ -49,6 +49,13 @@ const char ddlrun_usage[] =
     "                     the program's checkpoint directory (DDL_CHECKPOINT_DIR): its\n"
     "                     'latest' step shows progress between restarts, and each\n"
     "                     failure is summarised in DIR/failure-gen<G>.json\n"
+    "      --checkpoint-local DIR\n"
+    "                     the node-local checkpoint level (DDL_CKPT_LOCAL_DIR): libddl\n"
+    "                     writes each checkpoint there and copies it to a partner node;\n"
+    "                     with --nodes each emulated node gets DIR/node-<id>\n"
+    "      --checkpoint-shared-every K\n"
+    "                     with --checkpoint-local: every K-th checkpoint also goes to the\n"
+    "                     shared --checkpoint-dir (0-1000000, 0: never; default 1)\n"
     "      --crash-loop K with --checkpoint-dir: give up when K restarts in a row made no\n"
     "                     checkpoint progress (1-" DDL_XSTR(DDL_MAX_RESTARTS) ", default "
     DDL_XSTR(DDL_DEFAULT_CRASH_LOOP) ")\n"
@@ -112,6 +119,8 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
         {"restarts", required_argument, NULL, 'R'},
         {"checkpoint-dir", required_argument, NULL, 'C'},
         {"crash-loop", required_argument, NULL, 'K'},
+        {"checkpoint-local", required_argument, NULL, 'L'},
+        {"checkpoint-shared-every", required_argument, NULL, 'e'},
         {"hang-timeout", required_argument, NULL, 'H'},
         {"emulate", no_argument, NULL, 'E'},
         {"spares", required_argument, NULL, 'S'},
@@ -125,7 +134,7 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
     int c;
 
     *o = (ddlrun_opts_t){.np = 0, .nodes = 1, .grace_ms = DDL_GRACE_DEFAULT_MS,
-                         .crash_loop = DDL_DEFAULT_CRASH_LOOP};
+                         .crash_loop = DDL_DEFAULT_CRASH_LOOP, .ckpt_shared_every = -1};
     optind = 0; /* full re-initialisation of getopt, for repeated calls */
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+:n:lvhV", longopts, NULL)) != -1) {
@@ -210,6 +219,20 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
             if (optarg[0] == '\0')
                 return ddl_errprintf(err, "--checkpoint-dir: empty path"), DDLRUN_ARGS_ERROR;
             o->ckpt_dir = optarg;
+            break;
+        case 'L':
+            if (optarg[0] != '/')
+                return ddl_errprintf(err, "--checkpoint-local: '%s' is not an absolute path "
+                                     "(give one starting with '/')", optarg),
+                       DDLRUN_ARGS_ERROR;
+            o->ckpt_local = optarg;
+            break;
+        case 'e':
+            if (ddl_parse_long(optarg, 0, 1000000, &v) < 0)
+                return ddl_errprintf(err, "--checkpoint-shared-every: '%s' is not a number "
+                                     "(0-1000000; 0: never)", optarg),
+                       DDLRUN_ARGS_ERROR;
+            o->ckpt_shared_every = (int)v;
             break;
         case 'b':
             if (parse_bind(optarg, o, err) < 0)

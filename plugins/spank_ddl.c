@@ -73,6 +73,14 @@ static struct spank_option ddl_options[] = {
      OPT_DDL, opt_cb},
     {"ddl-checkpoint-dir", "DIR", "ddl: directory of the step's checkpoints (absolute)", 1,
      OPT_CHECKPOINT_DIR, opt_cb},
+    {"ddl-checkpoint-local", "DIR",
+     "ddl: node-local checkpoint directory on each node (absolute; %n: node id, %h: host "
+     "name), each shard copied to a partner node (site default: checkpoint_local_dir)", 1,
+     OPT_CKPT_LOCAL, opt_cb},
+    {"ddl-checkpoint-shared-every", "K",
+     "ddl: with a node-local directory, every K-th checkpoint also goes to "
+     "--ddl-checkpoint-dir (0-1000000, 0: never; site default: checkpoint_shared_every)", 1,
+     OPT_CKPT_SHARED_EVERY, opt_cb},
     {"ddl-restarts", "N",
      "ddl: restarts allowed after a failure (0-" DDL_XSTR(DDL_MAX_RESTARTS)
      ", site limit applies)",
@@ -454,6 +462,12 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     long heartbeat = ddl_opt.heartbeat_s >= 0 ? ddl_opt.heartbeat_s : v->heartbeat_interval;
     long hang = ddl_opt.hang_timeout_s >= 0 ? ddl_opt.hang_timeout_s : v->hang_timeout_max;
     const char *bind = ddl_opt.bind[0] ? ddl_opt.bind : v->bind;
+    const char *local = ddl_opt.checkpoint_local[0] ? ddl_opt.checkpoint_local
+                                                    : v->checkpoint_local_dir;
+    long every = ddl_opt.shared_every >= 0 ? ddl_opt.shared_every : v->checkpoint_shared_every;
+    if ((local && (set_env(sp, "DDL_CKPT_LOCAL_DIR", local) < 0 ||
+                   set_env_long(sp, "DDL_CKPT_SHARED_EVERY", every) < 0)))
+        return -1;
     if (set_env(sp, "DDL_ENABLED", "1") < 0 ||
         (ddl_opt.checkpoint_dir[0] &&
          set_env(sp, "DDL_CHECKPOINT_DIR", ddl_opt.checkpoint_dir) < 0) ||

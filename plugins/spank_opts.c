@@ -56,6 +56,19 @@ int ddl_spank_opt_parse(ddl_spank_opts_t *o, int val, const char *arg, char *msg
         }
         snprintf(o->checkpoint_dir, sizeof o->checkpoint_dir, "%s", arg);
         return 0;
+    case OPT_CKPT_LOCAL:
+        if (!arg || strlen(arg) >= sizeof o->checkpoint_local ||
+            !ddl_conf_checkpoint_allowed(&any_root, arg)) {
+            snprintf(msg, msglen,
+                     "--ddl-checkpoint-local: '%s' is not an absolute path without '.' or '..'",
+                     arg ? arg : "");
+            return -1;
+        }
+        snprintf(o->checkpoint_local, sizeof o->checkpoint_local, "%s", arg);
+        return 0;
+    case OPT_CKPT_SHARED_EVERY:
+        return opt_number("ddl-checkpoint-shared-every", arg, 0, 1000000, "number",
+                          &o->shared_every, msg, msglen);
     case OPT_BIND:
         if (!arg || strlen(arg) >= sizeof o->bind || ddl_bind_check(arg, &bind_err) < 0) {
             snprintf(msg, msglen,

@@ -21,6 +21,8 @@ enum {
     OPT_HANG_TIMEOUT,
     OPT_BIND,
     OPT_VERBOSE,
+    OPT_CKPT_LOCAL,
+    OPT_CKPT_SHARED_EVERY,
 };
 
 /* The user's options; -1 or "": not given. */
@@ -29,12 +31,15 @@ typedef struct {
     int verbose;
     long restarts, spares, min_nodes, heartbeat_s, hang_timeout_s;
     char checkpoint_dir[PATH_MAX];
+    char checkpoint_local[PATH_MAX]; /* --ddl-checkpoint-local */
+    long shared_every;               /* --ddl-checkpoint-shared-every */
     char bind[256];
 } ddl_spank_opts_t;
 
 #define DDL_SPANK_OPTS_INIT                                                                    \
     {                                                                                          \
-        .restarts = -1, .spares = -1, .min_nodes = -1, .heartbeat_s = -1, .hang_timeout_s = -1 \
+        .restarts = -1, .spares = -1, .min_nodes = -1, .heartbeat_s = -1, .hang_timeout_s = -1, \
+        .shared_every = -1 \
     }
 
 /* The size of a message buffer that holds any message below. */

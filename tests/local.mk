@@ -83,6 +83,7 @@ INTEGRATION_TESTS = \
     tests/integration/t0030-metrics.t \
     tests/integration/t0033-ddlrun-stop.t \
     tests/integration/t0034-gradx.t \
+    tests/integration/t0037-ckpt-local.t \
     tests/integration/t0040-man.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh \
@@ -181,6 +182,9 @@ tests/integration/t0031-slurm-ops.log: tests/integration/t0019-slurm-recovery.lo
 # the uninterrupted weights.  One cluster at a time: it runs after t0031.
 INTEGRATION_TESTS += tests/integration/t0032-slurm-preempt.t
 tests/integration/t0032-slurm-preempt.log: tests/integration/t0031-slurm-ops.log
+# the node-local checkpoint level on the namespace cluster; one cluster at a time
+INTEGRATION_TESTS += tests/integration/t0038-slurm-ckpt-local.t
+tests/integration/t0038-slurm-ckpt-local.log: tests/integration/t0032-slurm-preempt.log
 EXTRA_DIST += tests/slurm/lib-cluster.sh
 
 # The event loop of the agent, ddlrun and ddl-launch (common/evloop.c):

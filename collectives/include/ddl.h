@@ -140,6 +140,12 @@ ddl_status_t ddl_heartbeat(int64_t step);
  * the job on it (docs/slurm.md "Time limits and preemption"). */
 #define DDL_EXIT_STOPPED 94
 
+/* The exit status for a program that found no valid checkpoint to resume
+ * from where one must exist (ddl_ckpt_restore() failed with DDL_ERR_IO):
+ * the agents and ddlrun stop the step with it at once instead of
+ * restarting, since every restart would fail the same way. */
+#define DDL_EXIT_NO_CHECKPOINT 95
+
 /* ddl_should_stop: whether to checkpoint and exit now, at this step
  * boundary.  When Slurm is about to end the job (its time limit's or a
  * preemption's SIGTERM, or the signal of sbatch --signal, SIGUSR1 or
@@ -743,6 +749,60 @@ ddl_status_t ddl_ckpt_latest(const char *dir, int64_t *step);
  * cannot be read, is truncated or fails its checksum, with the path). */
 ddl_status_t ddl_ckpt_read(const char *dir, int64_t step, int rank, const char *name, void *buf,
                            size_t bytes, size_t *got);
+
+/* ---- the node-local level ----
+ *
+ * With DDL_CKPT_LOCAL_DIR set (ddlrun --checkpoint-local, srun
+ * --ddl-checkpoint-local, ddl.conf checkpoint_local_dir; "%n" in it stands
+ * for the node id, "%h" for the host name), the checkpoints above go first
+ * to that directory on each node (the same layout: each node's first rank
+ * writes its MANIFEST and latest), and the commit sends every rank's shard
+ * over the transport to its partner: the rank at the same place among its
+ * node's ranks on the next node, which stores it beside its own shards.  So
+ * losing one node never loses both copies of a shard (with a single node
+ * there is no partner copy).  Only every K-th checkpoint of the process
+ * (DDL_CKPT_SHARED_EVERY, default 1; 0: never) is also copied to `dir`, the
+ * shared directory, and committed there by rank 0 as without the level;
+ * so is the checkpoint that follows a DDL_STOP from ddl_should_stop().  In
+ * async mode the local write and the shared copy run in the background
+ * thread; the partner copy is sent when the checkpoint is committed
+ * (ddl_ckpt_wait(), the next ddl_ckpt_begin(), ddl_finalize()).
+ * ddl_finalize() removes the node-local checkpoints when the program ends
+ * without a stop request (a failed run never gets there, so they stay for
+ * the restart).  Restarted programs call ddl_ckpt_restore() to find their
+ * shards, then read them with ddl_ckpt_read(from, ...).
+ */
+
+/* Where ddl_ckpt_restore() found a rank's shard. */
+#define DDL_CKPT_LEVEL_NONE 0    /* no checkpoint: start from the beginning */
+#define DDL_CKPT_LEVEL_LOCAL 1   /* its own node's directory */
+#define DDL_CKPT_LEVEL_PARTNER 2 /* a partner node's copy, received over the transport */
+#define DDL_CKPT_LEVEL_SHARED 3  /* the shared directory */
+
+/* ddl_ckpt_restore: find the newest checkpoint and, for each rank, a valid
+ * copy of shard `rank` (comm rank r restores shard r: a world that shrank
+ * takes the first shards).  Collective and blocking over comm; every rank
+ * passes the same dir (the shared directory).  Without the node-local
+ * level it is ddl_ckpt_latest(dir) on rank 0, shared with every rank.
+ * With it: the newest step committed on any node's level, unless dir holds
+ * a newer one; each rank's shard is taken from its own node if a valid copy
+ * is there, else from a node holding a valid partner copy (sent over the
+ * transport and stored in this node's directory), else from dir.  Every
+ * copy is checked in full (sizes, structure, every CRC-32C) before it is
+ * used; a damaged or missing copy falls through to the next level.
+ * On success *step is the step (-1: no checkpoint at any level), from
+ * (fromlen bytes, PATH_MAX is enough; owned by the caller) the directory to
+ * pass to ddl_ckpt_read() for this rank, and *level (may be NULL) one of
+ * DDL_CKPT_LEVEL_*; rank 0 logs how many shards came from each level.
+ * Returns DDL_OK; DDL_ERR_INVALID (NULL arguments, a bad
+ * DDL_CKPT_LOCAL_DIR, or more ranks than the checkpoint has shards);
+ * DDL_ERR_NOT_INITIALIZED; DDL_ERR_NOMEM; DDL_ERR_IO when some rank's shard
+ * has no valid copy at any level (the text names the rank, the step and
+ * each level's reason: exit with DDL_EXIT_NO_CHECKPOINT) or, without the
+ * level, dir's latest cannot be read; or a transport error.  Every rank
+ * returns the same status. */
+ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, char *from,
+                              size_t fromlen, int *level);
 
 /* ddl_ckpt_cleanup: remove the partial step directories in dir and all but
  * the newest keep committed ones (keep as in ddl_ckpt_begin()).  Local: run

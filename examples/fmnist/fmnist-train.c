@@ -1088,22 +1088,39 @@ int main(int argc, char **argv)
     const size_t nbatches = (ntrain + batch - 1) / batch;
     int64_t iter = 0; /* iterations done: the checkpoint step */
     int32_t modes[MAX_HIDDEN + 1] = {0}; /* per layer: DDL_GRADX_*, 0: --comm decides */
-    if (opt.ckpt_dir) {
+    char from[PATH_MAX]; /* where this rank's shard is: the checkpoint level's directory */
+    int level = DDL_CKPT_LEVEL_SHARED;
+    const int levels = opt.ckpt_dir && getenv("DDL_CKPT_LOCAL_DIR") && *getenv("DDL_CKPT_LOCAL_DIR");
+    if (levels) {
+        /* the node-local level: this node, a partner's copy, or the shared directory */
+        ddl_status_t st = ddl_ckpt_restore(comm, opt.ckpt_dir, &iter, from, sizeof from, &level);
+        if (st == DDL_ERR_IO)
+            die(DDL_EXIT_NO_CHECKPOINT, "ddl_ckpt_restore failed: %s: exit status %d (no "
+                "restart)", ddl_last_error(), DDL_EXIT_NO_CHECKPOINT);
+        check(st, "ddl_ckpt_restore");
+        if (iter < 0)
+            iter = 0;
+    } else if (opt.ckpt_dir) {
         check(ddl_ckpt_latest(opt.ckpt_dir, &iter), "ddl_ckpt_latest");
+        snprintf(from, sizeof from, "%s", opt.ckpt_dir);
         if (iter < 0)
             iter = 0;
     }
     if (iter > 0) {
         /* every rank reads its own shard: the same weights and momentum,
          * its own partial statistics of the epoch */
-        check(ddl_ckpt_read(opt.ckpt_dir, iter, rank, "params", params,
+        check(ddl_ckpt_read(from, iter, rank, "params", params,
                             N_PARAMS * sizeof *params, NULL), "ddl_ckpt_read params");
-        check(ddl_ckpt_read(opt.ckpt_dir, iter, rank, "velocity", velocity,
+        check(ddl_ckpt_read(from, iter, rank, "velocity", velocity,
                             N_PARAMS * sizeof *velocity, NULL), "ddl_ckpt_read velocity");
-        check(ddl_ckpt_read(opt.ckpt_dir, iter, rank, "stats", stats, sizeof stats, NULL),
+        check(ddl_ckpt_read(from, iter, rank, "stats", stats, sizeof stats, NULL),
               "ddl_ckpt_read stats");
+        static const char *const lname[] = {"none", "node-local", "partner copy", "shared"};
+        if (levels)
+            say("rank %d: restoring step %lld from %s (%s)\n", rank, (long long)iter, from,
+                lname[level & 3]);
         size_t got = 0; /* absent from runs without the exchange */
-        if (ddl_ckpt_read(opt.ckpt_dir, iter, rank, "comm-modes", modes, sizeof modes, &got) !=
+        if (ddl_ckpt_read(from, iter, rank, "comm-modes", modes, sizeof modes, &got) !=
                 DDL_OK ||
             got != (size_t)net.nl * sizeof *modes)
             memset(modes, 0, sizeof modes);

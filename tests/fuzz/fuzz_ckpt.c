@@ -47,6 +47,22 @@ ddl_status_t ddl_bcast(ddl_comm_t *comm, void *buf, size_t count, ddl_dtype_t dt
     (void)comm, (void)buf, (void)count, (void)dtype, (void)root;
     abort();
 }
+ddl_status_t ddl_barrier(ddl_comm_t *comm)
+{
+    (void)comm;
+    abort();
+}
+ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n)
+{
+    (void)comm, (void)reqs, (void)n;
+    abort();
+}
+void ddl_tl_abandon(ddl_comm_t *comm, void **reqs, int n)
+{
+    (void)comm, (void)reqs, (void)n;
+    abort();
+}
+int ddl_stop_returned;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -18,7 +18,7 @@ fuzz_args_SRC = $(top_srcdir)/tests/fuzz/fuzz_args.c $(top_srcdir)/launcher/ddlr
 fuzz_ckpt_SRC = $(top_srcdir)/tests/fuzz/fuzz_ckpt.c $(top_srcdir)/collectives/checkpoint.c \
                 $(top_srcdir)/collectives/crc32c.c $(top_srcdir)/collectives/status.c \
                 $(top_srcdir)/common/log.c $(top_srcdir)/common/util.c \
-                $(top_srcdir)/common/safefile.c
+                $(top_srcdir)/common/safefile.c $(top_srcdir)/common/env.c
 
 tests/fuzz/fuzz_proto: $(fuzz_proto_SRC) $(top_srcdir)/common/proto.h $(FUZZ_COMMON_H)
 	$(AM_V_GEN)$(MKDIR_P) tests/fuzz && \

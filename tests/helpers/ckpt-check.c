@@ -16,14 +16,31 @@
  *                                blocks in sync and async mode (printed),
  *                                and the data committed by the next begin,
  *                                ddl_ckpt_wait() and ddl_finalize()
+ *   ckpt-check levels DIR MIB    MIB MiB per rank, the node-local level
+ *                                (DIR/local/node-%n, partner copies)
+ *                                against the shared one (DIR/shared):
+ *                                the time a checkpoint blocks the caller
+ *                                (sync shared; async local + partner, with
+ *                                2 s + 4x the sync write of "training"
+ *                                between checkpoints), and
+ *                                the restore time (ddl_ckpt_restore + read,
+ *                                slowest rank, page cache dropped) from the
+ *                                shared directory and, with node 1's
+ *                                directory deleted, from the partner copies;
+ *                                run under ddlrun --nodes 2 (bench/run-ckpt.sh)
  *
  * Prints "PASS"/"FAIL" lines and exits non-zero on any failure (2: usage).
  */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "ddl.h"
@@ -200,17 +217,154 @@ static void async_mode(const char *dir, long mib)
     free(r);
 }
 
+/* drop: the page cache of every file under path (the user's own files:
+ * posix_fadvise, no root needed; as root also /proc/sys/vm/drop_caches),
+ * so that a restore reads the disk. */
+static int drop_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb, (void)f;
+    if (flag == FTW_F) {
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            fdatasync(fd);
+            posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+            close(fd);
+        }
+    }
+    return 0;
+}
+
+static void drop(const char *path)
+{
+    if (rank == 0) {
+        nftw(path, drop_one, 16, FTW_PHYS);
+        FILE *f = geteuid() == 0 ? fopen("/proc/sys/vm/drop_caches", "w") : NULL;
+        if (f) { /* as root: the whole clean page cache, to be sure */
+            fputs("1\n", f);
+            fclose(f);
+        }
+    }
+    ddl_barrier(ddl_comm_world());
+}
+
+/* restore_ms: ddl_ckpt_restore + reading "model", the slowest rank's ms. */
+static double restore_ms(const char *shared, unsigned char *r, size_t n, long want, int *lvl)
+{
+    char from[PATH_MAX];
+    int64_t step = -1;
+    ddl_barrier(ddl_comm_world());
+    double t0 = now_ms();
+    ddl_status_t st = ddl_ckpt_restore(ddl_comm_world(), shared, &step, from, sizeof from, lvl);
+    if (st == DDL_OK)
+        st = ddl_ckpt_read(from, step, rank, "model", r, n, NULL);
+    double t = now_ms() - t0;
+    expect(st, DDL_OK, "restore");
+    check(step == want, "the restored step is the newest");
+    unsigned char *b = malloc(n);
+    fill(b, n, want, rank);
+    check(b && !memcmp(b, r, n), "the restored data is what was written");
+    free(b);
+    double mx = 0;
+    ddl_allreduce(ddl_comm_world(), &t, &mx, 1, DDL_FLOAT64, DDL_MAX);
+    return mx;
+}
+
+static void levels_mode(const char *dir, long mib)
+{
+    char shared[PATH_MAX], local[PATH_MAX], lost[PATH_MAX], cmd[PATH_MAX + 16];
+    size_t n = (size_t)mib << 20;
+    unsigned char *b = malloc(n), *r = malloc(n);
+    ddl_ckpt_t *ck;
+    int reps = 3, lvl = 0;
+    double sync_ms = 0, local_ms = 0, begin_ms = 0;
+    snprintf(shared, sizeof shared, "%s/shared", dir);
+    snprintf(local, sizeof local, "%s/local/node-%%n", dir);
+    snprintf(lost, sizeof lost, "%s/local/node-1", dir);
+    if (!b || !r) {
+        check(0, "allocate the buffers");
+        return;
+    }
+    memset(r, 0, n); /* both restores read into touched memory, as training would */
+    /* the shared level, synchronous: what the node-local level must beat */
+    unsetenv("DDL_CKPT_LOCAL_DIR");
+    for (int i = 0; i < reps; i++) {
+        fill(b, n, 1 + i, rank);
+        ddl_barrier(ddl_comm_world());
+        double t0 = now_ms();
+        ddl_status_t st = ddl_ckpt_begin(ddl_comm_world(), shared, 1 + i, 2, 0, &ck);
+        if (st == DDL_OK)
+            st = ddl_ckpt_write(ck, "model", b, n);
+        if (st == DDL_OK)
+            st = ddl_ckpt_commit(ck);
+        sync_ms += now_ms() - t0;
+        expect(st, DDL_OK, "sync shared checkpoint");
+    }
+    /* the node-local level with partner copies, async, never shared */
+    setenv("DDL_CKPT_LOCAL_DIR", local, 1);
+    setenv("DDL_CKPT_SHARED_EVERY", "0", 1);
+    for (int i = 0; i <= reps; i++) {
+        long step = 1 + reps + i;
+        fill(b, n, step, rank);
+        ddl_barrier(ddl_comm_world());
+        double t0 = now_ms();
+        ddl_status_t st = ddl_ckpt_begin(ddl_comm_world(), shared, step, 2, DDL_CKPT_ASYNC, &ck);
+        double t1 = now_ms();
+        if (st == DDL_OK)
+            st = ddl_ckpt_write(ck, "model", b, n);
+        if (st == DDL_OK)
+            st = ddl_ckpt_commit(ck);
+        double t2 = now_ms();
+        expect(st, DDL_OK, "async node-local checkpoint");
+        if (i > 0) { /* the first copies into fresh memory */
+            local_ms += t2 - t0;
+            begin_ms += t1 - t0;
+        }
+        memset(b, 0x5a, n);
+        /* training: the background write goes on (here every "node" shares one
+         * disk, and the level writes twice the bytes: a few times the
+         * synchronous write's time) */
+        usleep((useconds_t)(1000.0 * (2000.0 + 4.0 * sync_ms / reps)));
+    }
+    int64_t s = -1;
+    expect(ddl_ckpt_wait(&s), DDL_OK, "the last node-local checkpoint commits");
+    long last = 1 + 2 * reps;
+    sync_ms /= reps;
+    local_ms /= reps;
+    begin_ms /= reps;
+    printf("rank %d: %ld MiB per rank: blocked per checkpoint: shared sync %.1f ms, node-local "
+           "+ partner async %.1f ms (%.1f%%; of which the begin, with the partner copy, %.1f "
+           "ms)\n", rank, mib, sync_ms, local_ms, 100.0 * local_ms / (sync_ms > 0 ? sync_ms : 1),
+           begin_ms);
+    /* restore after node 1 is lost: its directory deleted */
+    drop(dir);
+    if (rank == 0) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", lost);
+        check(system(cmd) == 0, "node 1's directory deleted");
+    }
+    double partner = restore_ms(shared, r, n, last, &lvl);
+    /* from the shared directory: its newest step, without the node-local level */
+    unsetenv("DDL_CKPT_LOCAL_DIR");
+    drop(dir);
+    double shr = restore_ms(shared, r, n, reps, &lvl);
+    if (rank == 0)
+        printf("%ld MiB per rank: restore (slowest rank, cold cache): node-local + partner "
+               "copies %.1f ms, shared directory %.1f ms (%.2fx)\n", mib, partner, shr,
+               partner > 0 ? shr / partner : 0);
+    free(b);
+    free(r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3 || (strcmp(argv[1], "commit") != 0 && argc < 4)) {
         fprintf(stderr, "usage: ckpt-check commit DIR | kill DIR K | verify DIR STEP | "
-                "async DIR MIB\n");
+                "async DIR MIB | levels DIR MIB\n");
         return 2;
     }
     const char *mode = argv[1], *dir = argv[2];
     long arg = argc > 3 ? atol(argv[3]) : 0;
     if (strcmp(mode, "commit") && strcmp(mode, "kill") && strcmp(mode, "verify") &&
-        strcmp(mode, "async")) {
+        strcmp(mode, "async") && strcmp(mode, "levels")) {
         fprintf(stderr, "ckpt-check: unknown mode '%s'\n", mode);
         return 2;
     }
@@ -227,6 +381,8 @@ int main(int argc, char **argv)
         kill_mode(dir, arg);
     else if (!strcmp(mode, "verify"))
         verify_mode(dir, arg);
+    else if (!strcmp(mode, "levels"))
+        levels_mode(dir, arg);
     else
         async_mode(dir, arg);
     if (strcmp(mode, "async") != 0)

@@ -61,6 +61,8 @@ static void test_defaults(void)
     is_str(v->log_level, "warn", "default log_level");
     ok(v->log_dir == NULL, "default log_dir: unset");
     ok(v->metrics_dir == NULL, "default metrics_dir: unset");
+    ok(v->checkpoint_local_dir == NULL, "default checkpoint_local_dir: unset");
+    is(v->checkpoint_shared_every, 1, "default checkpoint_shared_every: 1");
     ok(ddl_conf_get(c, "gpu") == v, "a partition without a section gets the site defaults");
     ok(!ddl_conf_has_partition(c, "gpu"), "... and has no section");
     is_str(ddl_conf_path(c), path, "the path is kept");
@@ -189,6 +191,14 @@ static void test_errors(void)
              "%s:1: log_dir: '/var/../log' is not an absolute path without '.' or '..'", path);
     is_str(m, want, "a log_dir with '..'");
 
+    m = load_err("checkpoint_local_dir = \"local\"\n", &e);
+    snprintf(want, sizeof want,
+             "%s:1: checkpoint_local_dir: 'local' is not an absolute path without '.' or '..'",
+             path);
+    is_str(m, want, "a relative checkpoint_local_dir");
+    m = load_err("checkpoint_shared_every = -1\n", &e);
+    ok(m && strstr(m, "checkpoint_shared_every") != NULL, "checkpoint_shared_every -1: %s",
+       m ? m : "(accepted)");
     m = load_err("\nmetrics_dir = \"metrics\"\n", &e);
     snprintf(want, sizeof want,
              "%s:2: metrics_dir: 'metrics' is not an absolute path without '.' or '..'", path);

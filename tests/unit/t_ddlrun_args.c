@@ -179,6 +179,12 @@ int main(void)
     ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.restarts == 100 && o.crash_loop == 1 &&
            o.ckpt_dir && strcmp(o.ckpt_dir, "/ck") == 0,
        "--restarts 100 --crash-loop 1 --checkpoint-dir /ck");
+    ok(o.ckpt_local == NULL && o.ckpt_shared_every == -1,
+       "no node-local checkpoint level by default, DDL_CKPT_SHARED_EVERY left alone");
+    v = ARGV("--checkpoint-local", "/l/%n", "--checkpoint-shared-every", "0", "-n", "2", "p");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.ckpt_local && !strcmp(o.ckpt_local, "/l/%n") &&
+           o.ckpt_shared_every == 0,
+       "--checkpoint-local /l/%%n --checkpoint-shared-every 0");
     v = ARGV("--hang-timeout", "2.5", "-n", "2", "p");
     ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.hang_ms == 2500, "--hang-timeout 2.5 is 2500 ms");
     ok(!o.emulate && !o.spares && !o.min_nodes && !o.node_timeout_ms,
@@ -247,6 +253,8 @@ int main(void)
         {{"--restarts", "-1", "-n", "1", "prog"}, "--restarts: '-1'"},
         {{"--crash-loop", "0", "-n", "1", "prog"}, "--crash-loop: '0' is not a number of restarts (1-100)"},
         {{"--checkpoint-dir", "", "-n", "1", "prog"}, "--checkpoint-dir: empty path"},
+        {{"--checkpoint-local", "l", "-n", "1", "prog"}, "--checkpoint-local: 'l' is not an absolute path (give one starting with '/')"},
+        {{"--checkpoint-shared-every", "-1", "-n", "1", "prog"}, "--checkpoint-shared-every: '-1' is not a number (0-1000000; 0: never)"},
         {{"--hang-timeout", "0", "-n", "1", "prog"}, "--hang-timeout: '0' is not a number of seconds (0.1-86400)"},
         {{"--hang-timeout", "later", "-n", "1", "prog"}, "--hang-timeout: 'later'"},
         {{"-x", "-n", "1", "prog"}, "unknown option '-x'"},

@@ -54,6 +54,13 @@ static void test_no_restarts(void)
        "a worker that never ran is not restarted, even with restarts left");
     ddl_policy_decide(&cfg, &st, DDL_FAIL_SUPERVISOR, 0, -1, 0, &d);
     ok(!d.restart && d.code == DDL_EXIT_NODE_LOST, "a lost supervisor stops the step: 93");
+    ddl_policy_init(&st, 0, -1);
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_EXIT, EXITED(DDL_EXIT_NO_CHECKPOINT), -1, 0, &d);
+    ok(!d.restart && d.code == DDL_EXIT_NO_CHECKPOINT && strstr(d.why, "no valid checkpoint"),
+       "a worker that found no valid checkpoint (exit 95) is not restarted, even with restarts "
+       "left");
+    ddl_policy_decide(&cfg, &st, DDL_FAIL_WORKER_EXIT, EXITED(96), -1, 0, &d);
+    ok(d.restart, "... another exit status still is");
 }
 
 static void test_nodes(void)

@@ -131,10 +131,20 @@ int main(void)
           &ddl_opt.heartbeat_s);
     check("ddl-hang-timeout", OPT_HANG_TIMEOUT, 1, DDL_HANG_TIMEOUT_MAX_S,
           &ddl_opt.hang_timeout_s);
+    check("ddl-checkpoint-shared-every", OPT_CKPT_SHARED_EVERY, 0, 1000000,
+          &ddl_opt.shared_every);
+    ok(opt_cb(OPT_CKPT_LOCAL, "/local/%n", 0) == 0 &&
+           strcmp(ddl_opt.checkpoint_local, "/local/%n") == 0,
+       "--ddl-checkpoint-local=/local/%%n is accepted");
+    last_error[0] = '\0';
+    ok(opt_cb(OPT_CKPT_LOCAL, "local", 0) < 0 &&
+           strstr(last_error, "--ddl-checkpoint-local: 'local' is not an absolute path"),
+       "--ddl-checkpoint-local=local is refused: %s", last_error);
     help("ddl-restarts", 0, DDL_MAX_RESTARTS);
     help("ddl-spares", 0, DDL_MAX_NODES);
     help("ddl-min-nodes", 0, DDL_MAX_NODES);
     help("ddl-heartbeat", DDL_HEARTBEAT_MIN_S, DDL_HEARTBEAT_MAX_S);
     help("ddl-hang-timeout", 1, DDL_HANG_TIMEOUT_MAX_S);
+    help("ddl-checkpoint-shared-every", 0, 1000000);
     return done_testing();
 }

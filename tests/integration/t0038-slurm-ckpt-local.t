@@ -1,0 +1,87 @@
+#!/bin/sh
+# t0038-slurm-ckpt-local: the node-local checkpoint level with partner
+# copies under `srun --ddl` on the 3-node namespace cluster: fmnist-train,
+# 2 tasks per node on n1-n2, n3 a spare, each node's directory
+# /var/tmp/ddl-loc.PID/%h (its host name), --ddl-checkpoint-shared-every=0
+# so that the shared directory is never written; the data over TCP and the
+# ring allreduce, so that the weights are bit-identical whenever the world
+# is the same:
+#
+#  0. no failure: the weights of the run; the shared directory empty; the
+#     node-local checkpoints removed at the end;
+#  1. n2 crashed after a node-local checkpoint and its directory deleted
+#     (its disk is gone): n3 takes its ranks and restores them from the
+#     partner copies on n1 (nothing can come from the empty shared
+#     directory), the same weights.
+#
+# The corrupted copy and both copies gone are t0037's (ddlrun --emulate).
+# Skips like t0015 (root, Slurm, plugin, fmnist and its data).
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+. "$top_srcdir/tests/slurm/lib-cluster.sh"
+DATA=${DDL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
+[ -x "$FMNIST" ] || t_skip_all "fmnist-train not built (no OpenBLAS)"
+[ -r "$DATA/train-images-idx3-ubyte.gz" ] || t_skip_all "no Fashion-MNIST in $DATA"
+
+cl_init "/var/tmp/ddl-cluster.$$" 3 'max_restarts = 5
+checkpoint_roots = {"/var/tmp"}'
+cl_start
+export UCX_TLS=tcp,self DDL_ALLREDUCE_ALGO=ring
+unset MASTER_ADDR MASTER_PORT DDL_CKPT_LOCAL_DIR DDL_CKPT_SHARED_EVERY
+CK=/var/tmp/ddl-ck.$$
+LOC=/var/tmp/ddl-loc.$$
+trap 'sh "$CLUSTER" stop "$CL_DIR" >/dev/null 2>&1; rm -rf "$CK"* "$LOC"*; t_cleanup' EXIT
+ARGS="--epochs 1 --limit 4000 --checkpoint-every 10 --pace 150"
+
+# train NAME [SRUN-OPTIONS]: the training in the background (pid in $run),
+# shared directory $CK-NAME (never written), node-local $LOC-NAME/%h
+train() {
+    name=$1
+    shift
+    ck="$CK-$name" loc="$LOC-$name"
+    # shellcheck disable=SC2086 # ARGS: several words
+    DDL_LOG_LEVEL=info timeout -k 5 150 srun --mpi=pmix -N3 --ntasks-per-node=2 --ddl \
+        --ddl-restarts=2 --ddl-spares=1 --no-kill --ddl-checkpoint-dir="$ck" \
+        --ddl-checkpoint-local="$loc/%h" --ddl-checkpoint-shared-every=0 -J "$T_TOKEN" "$@" \
+        "$FMNIST" $ARGS --checkpoint-dir "$ck" >"$T_TMP/$name.out" 2>"$T_TMP/$name.err" &
+    run=$!
+}
+crc() { t_checksums "$T_TMP/$1.out"; }
+nsteps() { find "$1" -maxdepth 1 -name 'step-*' 2>/dev/null | wc -l; }
+clean() {
+    i=0
+    while [ $((i += 1)) -lt 100 ] &&
+        [ "$(cl_procs fmnist-train)$(cl_procs ddl-launch)$(cl_procs ddl-agent)" != 000 ]; do
+        sleep 0.1
+    done
+    t_is "$(cl_procs fmnist-train) $(cl_procs ddl-launch) $(cl_procs ddl-agent)" "0 0 0" \
+        "$1: no fmnist-train, ddl-launch or ddl-agent left on the nodes that are up"
+}
+
+# --- 0. no failure ----------------------------------------------------------------
+train base
+t_wait_file "$loc/n1/latest" 60
+t_ok $(ls "$loc"/n1/step-*/rank-2.shard >/dev/null 2>&1; echo $?) \
+    "baseline: n1 holds the partner copies of n2's ranks (rank-2.shard)"
+wait $run
+t_status $? 0 "baseline: --ddl-checkpoint-local, shared every 0: exits 0" "$T_TMP/base.err"
+want=$(crc base)
+t_is "${want%% *}" 4 "... 4 ranks agree: ${want#* }"
+t_is "$(nsteps "$ck")" 0 "... nothing in the shared directory"
+t_is "$(find "$loc" -name 'step-*' 2>/dev/null | wc -l)" 0 "... the node-local checkpoints removed at the end"
+clean base
+
+# --- 1. n2 lost: partner copies ----------------------------------------------------
+train partner
+t_wait_file "$loc/n1/latest" 60
+cl_crash n2 silent
+rm -rf "$loc/n2"
+wait $run
+t_status $? 0 "partner: n2 crashed, its directory deleted: the step finishes" "$T_TMP/partner.err"
+t_is "$(crc partner)" "$want" "... with the weights of the run without failure"
+t_like "$T_TMP/partner.out" "^rank 2: restoring step [0-9]+ from .*/n3 \(partner copy\)" \
+    "... rank 2, now on n3, restores from n1's partner copy"
+t_like "$T_TMP/partner.err" "restored: 2 shards node-local, 2 from partner copies, 0 from the shared directory" \
+    "... and nothing from the shared directory"
+t_is "$(nsteps "$ck")" 0 "... which stayed empty"
+clean partner
+t_done
