@@ -140,7 +140,7 @@ train spare --spares 1
 t_wait_file "$ck/latest" 120
 g=$(node 1)
 t_ok $([ -n "$g" ]; echo $?) "spare: node1 (process group ${g:-?}) killed after the first checkpoint"
-[ -n "$g" ] && kill -KILL -- "-$g"
+[ -n "$g" ] && kill -s KILL -- "-$g" # (dash takes -s SIG before --, not -SIG)
 wait $run
 t_status $? 0 "... the step finishes (exit 0: node1's tasks do not count, as under srun)" "$T_TMP/spare.err"
 t_is "$(crc spare)" "$want" "... with the weights of the baseline"
