@@ -3,7 +3,7 @@
  *
  * When a hang timeout is set, ddl-launch gives the worker the write end of
  * a pipe in DDL_HEARTBEAT_FD, or (the first worker of a Slurm task) the name
- * of a FIFO in DDL_HEARTBEAT_PATH.  libddl writes a 16-byte record (collectives
+ * of a FIFO in DDL_HEARTBEAT_PATH.  libddl writes a 32-byte record (collectives
  * started so far, the last step given to ddl_heartbeat()) at most every
  * BEAT_MIN_MS, from every collective, from the wait loop of a transfer (a
  * rank that waits for a slow or stopped peer is alive, and must not be

@@ -182,6 +182,11 @@ tests/integration/t0031-slurm-ops.log: tests/integration/t0019-slurm-recovery.lo
 # the uninterrupted weights.  One cluster at a time: it runs after t0031.
 INTEGRATION_TESTS += tests/integration/t0032-slurm-preempt.t
 tests/integration/t0032-slurm-preempt.log: tests/integration/t0031-slurm-ops.log
+
+# Straggler detection in a srun --ddl step (t0035-straggler-slurm): a rank
+# slowed by 20 % named by the leader.  One cluster at a time: after t0032.
+INTEGRATION_TESTS += tests/integration/t0035-straggler-slurm.t
+tests/integration/t0035-straggler-slurm.log: tests/integration/t0032-slurm-preempt.log
 EXTRA_DIST += tests/slurm/lib-cluster.sh
 
 # The event loop of the agent, ddlrun and ddl-launch (common/evloop.c):
