@@ -32,9 +32,9 @@ typedef struct {
     long min_ms;  /* a window also covers at least this long (DDL_STRAGGLER_MIN_MS) */
 } ddl_strag_cfg_t;
 
-/* The shortest window in time: with steps of a few ms, one scheduling
+/* The shortest window in time (ms): with steps of a few ms, one scheduling
  * hiccup must not make a window. */
-#define DDL_STRAGGLER_MIN_MS 1000
+#define DDL_STRAGGLER_MIN_MS 500
 
 /* ddl_strag_cfg_env: the configuration from DDL_STRAGGLER_PCT,
  * DDL_STRAGGLER_WINDOW and DDL_STRAGGLER_PERSIST (defaults where unset),

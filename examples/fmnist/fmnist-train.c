@@ -126,6 +126,7 @@ typedef struct {
     long pace_ms;         /* --pace: sleep after each step, 0 none */
     long slow_rank;       /* --slow-rank: the rank --slow-pct slows, -1 none */
     long slow_pct;        /* --slow-pct: its extra compute, percent */
+    long slow_steps;      /* --slow-steps: only the first N steps, 0: all */
 } options_t;
 
 enum { COMM_FULL, COMM_SFB, COMM_AUTO };
@@ -240,6 +241,7 @@ static void usage(FILE *f)
             "                   make rank R a straggler: before each step it sleeps P %%\n"
             "                   (1..1000) of its previous step's compute (with --pace)\n"
             "                   (for tests of the agents' straggler detection)\n"
+            "  --slow-steps N   ...only in the first N steps of the run (default: all)\n"
             "  --device cpu|cuda\n"
             "                   where to train: the CPU with OpenBLAS (default), or\n"
             "                   this rank's GPU with cuBLAS (exit 77 if there is none)\n"
@@ -318,7 +320,8 @@ static void parse_options(int argc, char **argv, options_t *o)
 {
     enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_SEED,
            OPT_LIMIT, OPT_CKPT_EVERY, OPT_CKPT_DIR, OPT_CKPT_ASYNC, OPT_DEVICE,
-           OPT_HIDDEN, OPT_COMM, OPT_OVERLAP, OPT_PACE, OPT_SLOW_RANK, OPT_SLOW_PCT, OPT_HELP };
+           OPT_HIDDEN, OPT_COMM, OPT_OVERLAP, OPT_PACE, OPT_SLOW_RANK, OPT_SLOW_PCT,
+           OPT_SLOW_STEPS, OPT_HELP };
     static const struct option longopts[] = {
         {"data", required_argument, NULL, OPT_DATA},
         {"epochs", required_argument, NULL, OPT_EPOCHS},
@@ -337,6 +340,7 @@ static void parse_options(int argc, char **argv, options_t *o)
         {"pace", required_argument, NULL, OPT_PACE},
         {"slow-rank", required_argument, NULL, OPT_SLOW_RANK},
         {"slow-pct", required_argument, NULL, OPT_SLOW_PCT},
+        {"slow-steps", required_argument, NULL, OPT_SLOW_STEPS},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -398,6 +402,9 @@ static void parse_options(int argc, char **argv, options_t *o)
         case OPT_SLOW_PCT:
             o->slow_pct = parse_long_opt("slow-pct", optarg, 1, 1000);
             break;
+        case OPT_SLOW_STEPS:
+            o->slow_steps = parse_long_opt("slow-steps", optarg, 1, 100000000);
+            break;
         case OPT_CKPT_DIR:
             if (!*optarg)
                 bad_option("checkpoint-dir", optarg, "a directory");
@@ -438,6 +445,8 @@ static void parse_options(int argc, char **argv, options_t *o)
             argv[optind]);
     if ((o->slow_rank >= 0) != (o->slow_pct > 0))
         die(2, "--slow-rank and --slow-pct go together: --slow-rank R --slow-pct P");
+    if (o->slow_steps && o->slow_rank < 0)
+        die(2, "--slow-steps needs --slow-rank R --slow-pct P");
     if (o->ckpt_every && !o->ckpt_dir)
         die(2, "--checkpoint-every needs a directory: --checkpoint-dir DIR, or "
             "DDL_CHECKPOINT_DIR (ddlrun --checkpoint-dir sets it)");
@@ -1173,8 +1182,10 @@ int main(int argc, char **argv)
         if (gpu)
             gpu_epoch_start(gpu, order, train.images.count, stats);
         for (size_t start = first; start < ntrain; start += batch) {
-            if (rank == opt.slow_rank && slow_s > 0) { /* --slow-rank: a straggler */
-                struct timespec d = {(time_t)slow_s, (long)((slow_s - (double)(time_t)slow_s) * 1e9)};
+            if (rank == opt.slow_rank && slow_s > 0 &&
+                (!opt.slow_steps || steps_run < opt.slow_steps)) { /* --slow-rank: a straggler */
+                time_t whole = (time_t)slow_s;
+                struct timespec d = {whole, (long)((slow_s - (double)whole) * 1e9)};
                 nanosleep(&d, NULL);
             }
             double tstep = now_s();

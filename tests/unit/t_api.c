@@ -183,7 +183,8 @@ int main(void)
     got = read(hb[0], rec, sizeof rec);
     ok(got == 32 && rec[0].colls >= 1 && rec[0].step == 42 && rec[0].at_ns == at42,
        "... sends a record counting it (%llu collectives, step %lld, still step 42's time)",
-       got >= 32 ? (unsigned long long)rec[0].colls : 0ULL, got >= 32 ? (long long)rec[0].step : 0LL);
+       got >= 32 ? (unsigned long long)rec[0].colls : 0ULL,
+       got >= 32 ? (long long)rec[0].step : 0LL);
     is(ddl_heartbeat(43), DDL_OK, "ddl_heartbeat(43)");
     got = read(hb[0], rec, sizeof rec);
     ok(got == 32 && rec[0].step == 43 && rec[0].at_ns - at42 >= 120000000 &&
