@@ -120,8 +120,12 @@ t_ok "$([ $? -ne 0 ] && echo 0 || echo 1)" "DDL_STRAGGLER_PCT=fast: the job fail
 t_like "$T_TMP/err" "DDL_STRAGGLER_PCT='fast' is not a number .0-1000." \
     "... saying which variable, its value and the range"
 
-# what this test started: its agents' sockets are under $T_TMP
-left() { echo $(($(pgrep -f "$T_TMP" | wc -l) + $(pgrep -f "$FMNIST" | wc -l))); }
+# what this test started: its agents' sockets are under $T_TMP, its
+# workers have its DDL_RUNTIME_DIR (other tests may run fmnist-train too)
+left() {
+    echo $(($(pgrep -f "$T_TMP" | wc -l) +
+        $(t_procs_of fmnist-train fmnist-train "DDL_RUNTIME_DIR=$DDL_RUNTIME_DIR" | wc -l)))
+}
 i=0
 while [ "$(left)" -gt 0 ] && [ $i -lt 100 ]; do
     sleep 0.1
