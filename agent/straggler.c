@@ -12,7 +12,7 @@
 #include "env.h"
 #include "straggler.h"
 
-#define RING 64 /* deltas kept per rank: a window of up to 64 samples */
+#define RING 32 /* deltas kept per rank (about 0.8 KiB): a window of up to 32 samples */
 
 typedef struct {
     int have_last;   /* last_* hold a sample of generation gen */
@@ -171,8 +171,8 @@ ddl_strag_event_t ddl_strag_sample(ddl_strag_t *s, uint32_t rank, uint32_t node,
         sum += r->dcomp[j];
         span += r->dtime[j];
     }
-    if (steps < s->cfg.window || span < min_ns)
-        return out;
+    if ((steps < s->cfg.window || span < min_ns) && r->count < RING)
+        return out; /* not enough yet; a full ring is a window however short */
     r->known = 1;
     r->value = sum / (double)steps;
     r->steps = steps > UINT32_MAX ? UINT32_MAX : (uint32_t)steps;

@@ -7,7 +7,7 @@
  * per step tells it apart where step time cannot.
  *
  * Rule: after each sample of rank r with at least `window` steps and
- * `min_ms` of time measured,
+ * `min_ms` of time measured (or its last 32 samples, if they cover less),
  * ratio = compute(r) / median(compute of r's peers).  `persist` ratios in a
  * row >= 1 + pct/100 name r; once named, `persist` ratios in a row below
  * 1 + pct/200 end the report (the band between does neither).  A new
