@@ -240,8 +240,13 @@ static const char *on_progress(agent_t *a, conn_t *c, ddl_msg_t *m)
 static const char *on_peer_progress(agent_t *a, conn_t *c, ddl_msg_t *m)
 {
     uint32_t r = m->u.progress.rank;
-    if (r >= a->opts->size || !owns(a, c->node_id, r))
-        return "the progress of a rank it does not run";
+    if (r >= a->opts->size || !owns(a, c->node_id, r)) {
+        /* telemetry only: dropped, never an ERROR (that would fail the
+         * node's exchange in progress) */
+        ddl_debug("node %u's agent sent the progress of rank %u, which it does not run: "
+                  "ignored", c->node_id, r);
+        return NULL;
+    }
     if (a->leader)
         straggler_note(a, r, c->node_id, m);
     return NULL;
