@@ -31,10 +31,19 @@ typedef struct {
     double ratio, peers; /* at the last evaluation */
 } rank_t;
 
+/* Up to EXACT ranks the peers' median is sorted anew at each sample; with
+ * more, the median of all known ranks is kept and sorted again once every
+ * n/4 samples, so that the leader's cost stays O(log n) a sample on
+ * average (one rank barely moves the median of many). */
+#define EXACT 64
+
 struct ddl_strag {
     ddl_strag_cfg_t cfg;
     uint32_t n;
     uint32_t named_total;
+    double cached;       /* n > EXACT: the median of every known rank, 0: none */
+    uint32_t cached_age; /* samples since it was sorted */
+    uint32_t cached_gen;
     double *scratch; /* n values for the median */
     rank_t r[];
 };
@@ -89,14 +98,23 @@ static int cmp_double(const void *a, const void *b)
  * `me` in generation gen; 0 when none is known. */
 static double peers_median(ddl_strag_t *s, uint32_t me, uint32_t gen)
 {
+    int all = s->n > EXACT; /* the median of every rank, cached */
+    if (all && s->cached > 0 && s->cached_gen == gen && ++s->cached_age < s->n / 4)
+        return s->cached;
     uint32_t k = 0;
     for (uint32_t i = 0; i < s->n; i++)
-        if (i != me && s->r[i].known && s->r[i].gen == gen)
+        if ((all || i != me) && s->r[i].known && s->r[i].gen == gen)
             s->scratch[k++] = s->r[i].value;
     if (!k)
         return 0;
     qsort(s->scratch, k, sizeof *s->scratch, cmp_double);
-    return k % 2 ? s->scratch[k / 2] : (s->scratch[k / 2 - 1] + s->scratch[k / 2]) / 2;
+    double med = k % 2 ? s->scratch[k / 2] : (s->scratch[k / 2 - 1] + s->scratch[k / 2]) / 2;
+    if (all && k >= s->n / 2) { /* most ranks measured: worth keeping */
+        s->cached = med;
+        s->cached_age = 0;
+        s->cached_gen = gen;
+    }
+    return med;
 }
 
 static void describe(const ddl_strag_t *s, uint32_t i, ddl_straggler_info_t *ev)

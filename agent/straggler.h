@@ -8,7 +8,8 @@
  *
  * Rule: after each sample of rank r with at least `window` steps and
  * `min_ms` of time measured (or its last 32 samples, if they cover less),
- * ratio = compute(r) / median(compute of r's peers).  `persist` ratios in a
+ * ratio = compute(r) / median(compute of r's peers) (above 64 ranks, the
+ * median of all ranks, sorted again every n/4 samples).  `persist` ratios in a
  * row >= 1 + pct/100 name r; once named, `persist` ratios in a row below
  * 1 + pct/200 end the report (the band between does neither).  A new
  * generation or a step going back (a restart) forgets the rank's samples.

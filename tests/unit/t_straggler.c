@@ -150,7 +150,47 @@ int main(void)
     is(counts[DDL_STRAG_NAMED], 0, "DDL_STRAGGLER_PCT=0: a rank 3 times slower is not named");
     ddl_strag_free(d);
 
-    /* 8. settings */
+    /* 8. many ranks (the cached median): 256 ranks, rank 77 20 % slower
+     * from step 40; samples every 2 steps */
+    {
+        enum { M = 256 };
+        static int64_t clk[M];
+        static uint64_t wait[M];
+        d = ddl_strag_new(M, &cfg);
+        uint32_t seed = 3;
+        int64_t named_at = -1;
+        int wrong = 0;
+        for (int64_t step = 1; step <= 100; step++) {
+            double c[M], slowest = 0;
+            for (int r = 0; r < M; r++) {
+                seed = seed * 1103515245u + 12345u;
+                double nz = 0.05 * (((double)(seed >> 8 & 0xffff) / 65535.0) * 2.0 - 1.0);
+                c[r] = (r == 77 && step > 40 ? 150.0 : 125.0) * (1.0 + nz) * 1e6;
+                if (c[r] > slowest)
+                    slowest = c[r];
+            }
+            for (int r = 0; r < M; r++) {
+                clk[r] += (int64_t)(slowest + 1e6);
+                wait[r] += (uint64_t)(slowest + 1e6 - c[r]);
+                if (step % 2)
+                    continue;
+                ddl_straggler_info_t e;
+                if (ddl_strag_sample(d, (uint32_t)r, (uint32_t)r / 8, 0, step, clk[r] + 1,
+                                     wait[r], &e) == DDL_STRAG_NAMED) {
+                    if (r == 77 && named_at < 0)
+                        named_at = step;
+                    else
+                        wrong++;
+                }
+            }
+        }
+        ok(named_at > 40 && named_at <= 60 && wrong == 0,
+           "256 ranks: rank 77 slowed at step 40 named at step %lld, no other rank named (%d)",
+           (long long)named_at, wrong);
+        ddl_strag_free(d);
+    }
+
+    /* 9. settings */
     ddl_strag_cfg_t bad = cfg;
     bad.window = 1;
     errno = 0;
