@@ -230,6 +230,25 @@ static const char *on_progress(agent_t *a, conn_t *c, ddl_msg_t *m)
     }
     heard_rank(a, rank);
     progress_note(a, rank, m);
+    if (a->leader)
+        straggler_note(a, rank, a->opts->node_id, m);
+    else if (a->up && m->u.progress.at_ns > 0)
+        conn_queue(a->up, m); /* the leader compares every rank */
+    return NULL;
+}
+
+static const char *on_peer_progress(agent_t *a, conn_t *c, ddl_msg_t *m)
+{
+    uint32_t r = m->u.progress.rank;
+    if (r >= a->opts->size || !owns(a, c->node_id, r)) {
+        /* telemetry only: dropped, never an ERROR (that would fail the
+         * node's exchange in progress) */
+        ddl_debug("node %u's agent sent the progress of rank %u, which it does not run: "
+                  "ignored", c->node_id, r);
+        return NULL;
+    }
+    if (a->leader)
+        straggler_note(a, r, c->node_id, m);
     return NULL;
 }
 
@@ -301,6 +320,7 @@ static const struct {
     {DDL_MSG_NODE_GATHER, K(CONN_PEER), 0, on_node_gather},
     {DDL_MSG_FAILURE, K(CONN_PEER), 1, on_peer_failure},
     {DDL_MSG_RANK_STATE, K(CONN_PEER), 1, on_peer_rank_state},
+    {DDL_MSG_PROGRESS, K(CONN_PEER), 0, on_peer_progress},
     {DDL_MSG_ALLGATHER_RESULT, K(CONN_LEADER), 0, on_result},
     {DDL_MSG_GENERATION, K(CONN_LEADER), 0, on_generation},
     {DDL_MSG_ROSTER, K(CONN_LEADER), 0, on_roster},

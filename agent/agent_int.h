@@ -186,6 +186,9 @@ struct agent {
                                                 * this node's supervisors */
     rank_prog_t *prog;      /* per world rank, NULL until the first PROGRESS */
     struct telemetry *mx;   /* the metrics file, NULL until the loop's first call */
+    struct ddl_strag *strag; /* leader: the straggler detector (straggler.h), NULL until
+                              * the first timed PROGRESS */
+    int strag_off;          /* detection off (DDL_STRAGGLER_PCT=0 or a bad setting) */
     drain_t drain;          /* a stop on request (drain.c) */
 };
 
@@ -264,6 +267,12 @@ int status_fill(agent_t *a, ddl_msg_t *m);   /* this agent's STATUS; -1 ENOMEM *
 void status_release(ddl_msg_t *m);           /* what status_fill allocated */
 void failure_count(agent_t *a, int cls);     /* one more failure of class cls */
 void progress_note(agent_t *a, uint32_t rank, const ddl_msg_t *m); /* a PROGRESS */
+/* straggler_note: the leader's straggler detection takes slot's PROGRESS
+ * (from node), and logs a straggler named or recovered (telemetry.c). */
+void straggler_note(agent_t *a, uint32_t slot, uint32_t node, const ddl_msg_t *m);
+/* straggler_info: the leader's straggler now (rank DDL_STRAGGLER_NONE: none,
+ * or not the leader), ranks as world ranks. */
+void straggler_info(const agent_t *a, ddl_straggler_info_t *out);
 int metrics_wait(agent_t *a, int wait);      /* a poll timeout (ms, -1: none) cut to the
                                               * next metrics write */
 void metrics_tick(agent_t *a);               /* write the metrics file when due (file I/O) */

@@ -4,6 +4,7 @@ agent_ddl_agent_SOURCES = agent/main.c agent/agent.c agent/agent.h agent/status.
                           agent/agent_int.h agent/conn.c agent/links.c agent/exchange.c \
                           agent/recovery.c agent/drain.c agent/world.c agent/world.h \
                           agent/metrics.c agent/metrics.h agent/telemetry.c \
+                          agent/straggler.c agent/straggler.h \
                           agent/policy.c agent/policy.h agent/auth.c agent/auth.h \
                           agent/topo_cmd.c agent/topo_cmd.h \
                           agent/config_cmd.c agent/config_cmd.h

@@ -147,6 +147,25 @@ int ddl_metrics_print(FILE *f, const ddl_msg_t *const *st, size_t n, int64_t wal
                 c += S->peers[p].state == state;
             fprintf(f, "ddl_links{%s,state=\"%s\"} %u\n", L, ddl_peer_state_str(state), c);
         }
+    family(f, "ddl_straggler_rank", "gauge",
+           "The leader's straggler: the rank persistently slower than its peers, -1 none.");
+    for (size_t i = 0; i < n; i++)
+        if (S->leader)
+            fprintf(f, "ddl_straggler_rank{%s} %lld\n", L,
+                    S->straggler.rank == DDL_STRAGGLER_NONE ? -1LL
+                                                            : (long long)S->straggler.rank);
+    family(f, "ddl_straggler_slower_ratio", "gauge",
+           "How much more compute a step the straggler takes than its peers' median "
+           "(0.2: 20 % more).");
+    for (size_t i = 0; i < n; i++)
+        if (S->leader && S->straggler.rank != DDL_STRAGGLER_NONE)
+            fprintf(f, "ddl_straggler_slower_ratio{%s,rank=\"%u\",node_id=\"%u\"} %.3f\n", L,
+                    S->straggler.rank, S->straggler.node_id, S->straggler.slower_pm / 1000.0);
+    family(f, "ddl_stragglers_named_total", "counter",
+           "Stragglers the leader named since it started.");
+    for (size_t i = 0; i < n; i++)
+        if (S->leader)
+            fprintf(f, "ddl_stragglers_named_total{%s} %u\n", L, S->straggler.named);
     family(f, "ddl_metrics_timestamp_seconds", "gauge",
            "Wall-clock time when these metrics were taken (Unix time).");
     for (size_t i = 0; i < n; i++)

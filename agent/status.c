@@ -123,6 +123,16 @@ static void print_json(const ddl_msg_t *m, const char *path, int first)
         ddl_json_str(stdout, s->last_failure);
     else
         printf("null");
+    printf(", \"straggler\": ");
+    if (s->straggler.rank != DDL_STRAGGLER_NONE)
+        printf("{\"rank\": %u, \"node_id\": %u, \"slower_pct\": %.1f, \"steps\": %u, "
+               "\"compute_ms\": %.3f, \"peers_compute_ms\": %.3f}",
+               s->straggler.rank, s->straggler.node_id, s->straggler.slower_pm / 10.0,
+               s->straggler.steps, s->straggler.compute_us / 1000.0,
+               s->straggler.peers_us / 1000.0);
+    else
+        printf("null");
+    printf(", \"stragglers_named\": %u", s->straggler.named);
     printf(", \"peers\": [");
     for (uint32_t i = 0; i < s->npeers; i++) {
         const ddl_peer_info_t *p = &s->peers[i];
@@ -157,6 +167,14 @@ static void print_step(const ddl_msg_t *m, const char *path, int json, int first
         printf("  checkpoint: none committed yet in %s\n", esc(s->ckpt_dir));
     if (s->last_failure)
         printf("  last failure: %s\n", esc(s->last_failure));
+    if (s->straggler.rank != DDL_STRAGGLER_NONE)
+        printf("  straggler: rank %u on node %u, %.1f%% slower than its peers (%.2f ms of "
+               "compute a step against %.2f ms) over %u steps\n",
+               s->straggler.rank, s->straggler.node_id, s->straggler.slower_pm / 10.0,
+               s->straggler.compute_us / 1000.0, s->straggler.peers_us / 1000.0,
+               s->straggler.steps);
+    else if (s->straggler.named)
+        printf("  straggler: none now (%u named before)\n", s->straggler.named);
     printf("  %-5s %-8s %-8s %-8s %-12s %-13s %-8s %-4s %-6s %s\n", "RANK", "STATE", "PID",
            "WORKER", "CPUS", "GPU", "NIC", "RST", "HEARD", "EXIT");
     for (uint32_t i = 0; i < s->nranks; i++) {

@@ -3,7 +3,8 @@
  * workers' progress (PROGRESS from their supervisors: the last step and
  * collectives of each rank, and its steps per second), the failures
  * counted by kind, and the Prometheus file (metrics.h) kept in
- * DDL_METRICS_DIR.
+ * DDL_METRICS_DIR, and, on the leader, the straggler detector's view
+ * (straggler.h) with its log lines.
  *
  * The file is DIR/ddl-STEP-HOST.prom, rewritten every
  * DDL_METRICS_INTERVAL_S seconds and once more when the agent ends, the
@@ -29,6 +30,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "safefile.h"
+#include "straggler.h"
 
 /* A rank's steps per second are measured over at least RATE_WINDOW_MS;
  * a rank silent for RATE_STALE_MS has no rate (it is not progressing). */
@@ -113,7 +115,79 @@ int status_fill(agent_t *a, ddl_msg_t *m)
     ckpt_latest(a->ckpt_dir, &m->u.status.ckpt_step, &m->u.status.ckpt_age_ms);
     m->u.status.last_failure = a->last_failure[0] ? a->last_failure : NULL;
     memcpy(m->u.status.failures, a->failures, sizeof a->failures);
+    straggler_info(a, &m->u.status.straggler);
     return 0;
+}
+
+/* straggler_host: the hostname of node n as this agent knows it. */
+static const char *straggler_host(const agent_t *a, uint32_t n)
+{
+    if (n == a->opts->node_id)
+        return a->host;
+    return n < a->opts->nnodes && a->peers[n].host[0] ? a->peers[n].host : "?";
+}
+
+/* to_world: the detector counts slots; people read world ranks. */
+static void to_world(const agent_t *a, ddl_straggler_info_t *i)
+{
+    if (i->rank == DDL_STRAGGLER_NONE)
+        return;
+    int64_t wr = ddl_world_rank(&a->w, i->rank);
+    if (wr >= 0)
+        i->rank = (uint32_t)wr;
+}
+
+void straggler_info(const agent_t *a, ddl_straggler_info_t *out)
+{
+    ddl_strag_info(a->leader ? a->strag : NULL, out);
+    to_world(a, out);
+}
+
+void straggler_note(agent_t *a, uint32_t slot, uint32_t node, const ddl_msg_t *m)
+{
+    if (!a->leader || a->strag_off || m->u.progress.at_ns <= 0)
+        return;
+    if (!a->strag) {
+        ddl_strag_cfg_t cfg;
+        ddl_error_t err;
+        if (ddl_strag_cfg_env(&cfg, &err) < 0) {
+            ddl_warn("no straggler detection: %s", err.text);
+            a->strag_off = 1;
+            return;
+        }
+        if (cfg.pct == 0) {
+            a->strag_off = 1;
+            return;
+        }
+        if (!(a->strag = ddl_strag_new(a->opts->size, &cfg)))
+            return; /* out of memory: tried again at the next sample */
+        ddl_debug("straggler detection: %ld%% slower than the peers' median over %ld steps, "
+                  "%ld times in a row", cfg.pct, cfg.window, cfg.persist);
+    }
+    ddl_straggler_info_t ev;
+    ddl_strag_event_t e = ddl_strag_sample(a->strag, slot, node, m->u.progress.gen,
+                                           m->u.progress.step, m->u.progress.at_ns,
+                                           m->u.progress.wait_ns, &ev);
+    if (e == DDL_STRAG_NONE)
+        return;
+    to_world(a, &ev);
+    if (e == DDL_STRAG_NAMED)
+        ddl_warn("straggler: rank %u on node %u (%s) is %.1f%% slower than its peers: "
+                 "%.2f ms of compute a step against their median %.2f ms, over its last %u "
+                 "steps (up to step %lld)",
+                 ev.rank, ev.node_id, straggler_host(a, ev.node_id), ev.slower_pm / 10.0,
+                 ev.compute_us / 1000.0, ev.peers_us / 1000.0, ev.steps,
+                 (long long)m->u.progress.step);
+    else if (e == DDL_STRAG_RECOVERED)
+        ddl_warn("straggler: rank %u on node %u (%s) recovered: %.1f%% slower than its peers "
+                 "(%.2f ms against %.2f ms a step) over its last %u steps (up to step %lld)",
+                 ev.rank, ev.node_id, straggler_host(a, ev.node_id), ev.slower_pm / 10.0,
+                 ev.compute_us / 1000.0, ev.peers_us / 1000.0, ev.steps,
+                 (long long)m->u.progress.step);
+    else
+        ddl_info("straggler: rank %u on node %u (%s) restarted (generation %u): no longer "
+                 "reported until measured again",
+                 ev.rank, ev.node_id, straggler_host(a, ev.node_id), m->u.progress.gen);
 }
 
 void status_release(ddl_msg_t *m)
@@ -278,4 +352,6 @@ void metrics_end(agent_t *a)
     a->mx = NULL;
     free(a->prog);
     a->prog = NULL;
+    ddl_strag_free(a->strag);
+    a->strag = NULL;
 }

@@ -205,6 +205,9 @@ ddl_status_t ddl_execute(const ddl_opdesc_t *d);
 ddl_status_t ddl_execute_host(const ddl_opdesc_t *d);
 /* ddl_engine_post: queue d for the progress thread (started on first use). */
 ddl_status_t ddl_engine_post(const ddl_opdesc_t *d, ddl_request_t **req);
+/* ddl_wait_uncounted: ddl_wait without counting the time as waited (for
+ * callers that count it themselves). */
+ddl_status_t ddl_wait_uncounted(ddl_request_t *req, int timeout_ms);
 /* ddl_engine_in_progress_thread: the caller is the progress thread. */
 int ddl_engine_in_progress_thread(void);
 /* ddl_engine_stop: finish queued requests and join the thread. */
@@ -383,6 +386,11 @@ void ddl_mem_release_all(void);
  * last is BEAT_MIN_MS old (or `force`).  Thread-safe, never blocks. */
 void ddl_beat_init(void);
 void ddl_beat(int collective, int force);
+/* ddl_beat_clock_ns: CLOCK_MONOTONIC in ns.  ddl_beat_waited: count the
+ * time since since_ns (a ddl_beat_clock_ns()) as waited in a collective, for
+ * the agents' straggler detection.  Both thread-safe, never fail. */
+int64_t ddl_beat_clock_ns(void);
+void ddl_beat_waited(int64_t since_ns);
 
 /* ddl_agent_notice (init.c): called while an operation waits for a peer;
  * at most every 10 ms, reads what the node's agent sent since: when the

@@ -185,6 +185,14 @@ ddl_status_t ddl_test(ddl_request_t *req)
 
 ddl_status_t ddl_wait(ddl_request_t *req, int timeout_ms)
 {
+    int64_t t0 = ddl_beat_clock_ns();
+    ddl_status_t st = ddl_wait_uncounted(req, timeout_ms);
+    ddl_beat_waited(t0);
+    return st;
+}
+
+ddl_status_t ddl_wait_uncounted(ddl_request_t *req, int timeout_ms)
+{
     struct timespec deadline;
     if (!req)
         return ddl_fail(DDL_ERR_INVALID, "request is NULL");

@@ -59,6 +59,18 @@
 #define DDL_HANG_TIMEOUT_MIN_MS 100
 #define DDL_HANG_TIMEOUT_MAX_S 86400
 
+/* Straggler detection (agent/straggler.h): how much slower than its peers'
+ * median compute per step a rank must be, in percent (DDL_STRAGGLER_PCT, 0:
+ * off), over a sliding window of this many steps (DDL_STRAGGLER_WINDOW),
+ * in this many evaluations in a row (DDL_STRAGGLER_PERSIST). */
+#define DDL_STRAGGLER_DEFAULT_PCT 15
+#define DDL_STRAGGLER_MAX_PCT 1000
+#define DDL_STRAGGLER_DEFAULT_WINDOW 8
+#define DDL_STRAGGLER_MIN_WINDOW 2
+#define DDL_STRAGGLER_MAX_WINDOW 10000
+#define DDL_STRAGGLER_DEFAULT_PERSIST 3
+#define DDL_STRAGGLER_MAX_PERSIST 100
+
 /* Between two writes of an agent's metrics file (DDL_METRICS_INTERVAL_S). */
 #define DDL_METRICS_INTERVAL_DEFAULT_S 5
 #define DDL_METRICS_INTERVAL_MAX_S 3600

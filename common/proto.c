@@ -295,6 +295,14 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
         w_u32(&w, DDL_FAIL_CLASS_MAX);
         for (uint32_t i = 1; i <= DDL_FAIL_CLASS_MAX; i++)
             w_u32(&w, u->status.failures[i]);
+        /* minor 8 */
+        w_u32(&w, u->status.straggler.rank);
+        w_u32(&w, u->status.straggler.node_id);
+        w_u32(&w, u->status.straggler.slower_pm);
+        w_u32(&w, u->status.straggler.steps);
+        w_u32(&w, u->status.straggler.compute_us);
+        w_u32(&w, u->status.straggler.peers_us);
+        w_u32(&w, u->status.straggler.named);
         break;
     case DDL_MSG_PEER_HELLO:
         w_str(&w, u->peer_hello.step);
@@ -318,6 +326,8 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
         w_u32(&w, u->progress.gen);
         w_i64(&w, u->progress.step);
         w_i64(&w, (int64_t)u->progress.collectives);
+        w_i64(&w, u->progress.at_ns); /* minor 8 */
+        w_i64(&w, (int64_t)u->progress.wait_ns);
         break;
     case DDL_MSG_PEER_WELCOME:
         w_u32(&w, u->peer_welcome.node_id);
@@ -687,6 +697,7 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
     case DDL_MSG_STATUS: {
         u->status.ckpt_step = -1;
         u->status.ckpt_age_ms = DDL_HEARD_NEVER;
+        u->status.straggler.rank = DDL_STRAGGLER_NONE; /* unless minor 8 says */
         u->status.step = r_str(&r, "step", &nomem);
         u->status.size = r_u32(&r, "size");
         u->status.gen = r_u32(&r, "generation");
@@ -777,6 +788,16 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
             if (i <= DDL_FAIL_CLASS_MAX)
                 u->status.failures[i] = v;
         }
+        if (r.what || r.left == 0)
+            break;
+        /* minor 8 */
+        u->status.straggler.rank = r_u32(&r, "straggler rank");
+        u->status.straggler.node_id = r_u32(&r, "straggler node");
+        u->status.straggler.slower_pm = r_u32(&r, "straggler slowness");
+        u->status.straggler.steps = r_u32(&r, "straggler steps");
+        u->status.straggler.compute_us = r_u32(&r, "straggler compute");
+        u->status.straggler.peers_us = r_u32(&r, "straggler peers' compute");
+        u->status.straggler.named = r_u32(&r, "stragglers named");
         break;
     }
     case DDL_MSG_PROGRESS:
@@ -784,6 +805,10 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
         u->progress.gen = r_u32(&r, "generation");
         u->progress.step = r_i64(&r, "step");
         u->progress.collectives = (uint64_t)r_i64(&r, "collectives");
+        if (!r.what && r.left) { /* minor 8 */
+            u->progress.at_ns = r_i64(&r, "step time");
+            u->progress.wait_ns = (uint64_t)r_i64(&r, "time waited");
+        }
         break;
     case DDL_MSG_PEER_HELLO: {
         const uint8_t *p;

@@ -27,7 +27,7 @@
 
 #define DDL_PROTO_MAGIC 0x44444c77u /* "DDLw" */
 #define DDL_PROTO_MAJOR 1
-#define DDL_PROTO_MINOR 7
+#define DDL_PROTO_MINOR 8
 #define DDL_PROTO_HDR_LEN 12
 #define DDL_PROTO_MAX_BODY (64u << 20)
 #define DDL_PROTO_MAX_STR 4096u
@@ -98,6 +98,9 @@ const char *ddl_rank_state_str(int state);
 typedef struct {
     uint64_t collectives; /* collectives started so far */
     int64_t step;         /* last ddl_heartbeat() step, -1: none */
+    /* at that ddl_heartbeat() call (0 and 0 from `ddl-agent heartbeat`): */
+    int64_t at_ns;        /* the worker's CLOCK_MONOTONIC, ns */
+    uint64_t wait_ns;     /* ns spent waiting in collectives so far */
 } ddl_beat_rec_t;
 
 /* "never heard of" in the *_heard_ms ages below. */
@@ -121,6 +124,19 @@ typedef struct {
     uint64_t collectives;     /* collectives it started (this generation's worker) */
     uint32_t rate_milli;      /* steps per second x 1000 over the last few seconds */
 } ddl_rank_info_t;
+
+/* A rank persistently slower than its peers, as the leader agent names it
+ * (minor 8; agent/straggler.h). */
+#define DDL_STRAGGLER_NONE UINT32_MAX
+typedef struct {
+    uint32_t rank;       /* the slow rank, DDL_STRAGGLER_NONE: none now */
+    uint32_t node_id;    /* its node */
+    uint32_t slower_pm;  /* its compute per step, per mille above its peers' median */
+    uint32_t steps;      /* the steps its window covered */
+    uint32_t compute_us; /* its compute per step (step time - time waited in collectives) */
+    uint32_t peers_us;   /* its peers' median compute per step */
+    uint32_t named;      /* stragglers named since the agent started */
+} ddl_straggler_info_t;
 
 /* "not known" in ddl_rank_info_t.rate_milli. */
 #define DDL_RATE_UNKNOWN UINT32_MAX
@@ -199,6 +215,9 @@ typedef struct {
              * or its supervisors reported, per class (index: ddl_fail_class_t;
              * the leader also counts the nodes it lost) */
             uint32_t failures[DDL_FAIL_CLASS_MAX + 1];
+            /* minor 8 (rank DDL_STRAGGLER_NONE, named 0 from older agents): the
+             * leader's straggler; other agents' is always none */
+            ddl_straggler_info_t straggler;
         } status;
         struct {
             char *step;
@@ -231,6 +250,9 @@ typedef struct {
             uint32_t gen;         /* the worker's generation */
             int64_t step;         /* its last ddl_heartbeat() step, -1: none */
             uint64_t collectives; /* collectives it started */
+            /* minor 8 (0 from older supervisors and programs without ddl_heartbeat) */
+            int64_t at_ns;    /* the worker's monotonic clock at that step */
+            uint64_t wait_ns; /* ns it had waited in collectives by then */
         } progress;
         struct {
             uint32_t gen;     /* generation in which it failed */

@@ -39,7 +39,10 @@
  * was doing (its state and kernel wait channel from /proc, the collectives
  * and the step of its last beat), kills it with SIGKILL and exits with
  * DDL_EXIT_HANG (92); under an agent (--node, --slurm) it reports the hang
- * as the failure (class worker-hang) instead.
+ * as the failure (class worker-hang) instead.  The same channel is made
+ * without a hang timeout when the agents detect stragglers
+ * (DDL_STRAGGLER_PCT > 0, the default): the beats' step timing goes on to
+ * the agent in PROGRESS.
  *
  * The supervision runs on common/evloop.h (see "The supervision loop").
  * About 1100 lines, over the usual 1000: the three modes share one state
@@ -100,6 +103,7 @@ static int stop_signal(int sig)
 /* Watching the worker's heartbeats (ddl_beat_rec_t, from libddl). */
 typedef struct {
     int fd;           /* read end, -1: not watching */
+    int on;           /* a channel is made: a hang timeout, or straggler detection */
     long timeout_ms;  /* DDL_HANG_TIMEOUT_MS, 0: off */
     int64_t last_ms;  /* when the last record came, 0: none yet */
     ddl_beat_rec_t last;
@@ -130,8 +134,8 @@ static void beats_read(beats_t *b)
 }
 
 /* The last heartbeat record passed on to the agent (PROGRESS), for its
- * metrics and `status`: at most one a second. */
-#define PROGRESS_EVERY_MS 1000
+ * metrics, `status` and straggler detection: at most four a second. */
+#define PROGRESS_EVERY_MS 250
 static struct {
     int64_t sent_ms;
     ddl_beat_rec_t sent;
@@ -158,6 +162,8 @@ static void progress_send(beats_t *b, int now_or_never)
     m.u.progress.gen = cur_gen;
     m.u.progress.step = b->last.step;
     m.u.progress.collectives = b->last.collectives;
+    m.u.progress.at_ns = b->last.at_ns;
+    m.u.progress.wait_ns = b->last.wait_ns;
     if (ddl_proto_send(agent_fd, &m) < 0)
         ddl_debug("rank %ld: cannot report progress to the agent: %m", rank);
     progress.sent = b->last;
@@ -464,7 +470,7 @@ static pid_t slurm_start(const char *pid_arg, const char *fd_arg, pid_t *agent, 
         kill((pid_t)wpid, SIGKILL);
         return -1;
     }
-    if (beats.timeout_ms > 0) {
+    if (beats.on) {
         /* The worker is already forked: it gets a FIFO by name, not a pipe.
          * Opened read-write here, so that it never reads as ended. */
         size_t n = strlen(b->sock);
@@ -737,7 +743,7 @@ static int restart(sup_t *s, beats_t *b)
         unlink(beat_path);
         beat_path[0] = '\0';
     }
-    if (b->timeout_ms > 0 && pipe2(p, O_CLOEXEC) < 0)
+    if (b->on && pipe2(p, O_CLOEXEC) < 0)
         ddl_warn("rank %ld: pipe for heartbeats: %m; hangs will not be detected", rank);
     if (s->node_rank)
         world_set(s->node_rank);
@@ -858,7 +864,7 @@ static void on_hang_timer(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
     if (!s->wpid || s->hung)
         return;
     beats_read(&beats); /* a record may have come at the last moment */
-    if (beats.fd >= 0 && ddl_now_ms() >= beats.last_ms + beats.timeout_ms) {
+    if (beats.fd >= 0 && beats.timeout_ms > 0 && ddl_now_ms() >= beats.last_ms + beats.timeout_ms) {
         report_hang(&beats, s->wpid);
         kill(s->wpid, SIGKILL);
         s->hung = 1;
@@ -977,7 +983,7 @@ static void sup_prepare(ddl_evloop_t *loop, void *arg)
         ddl_ev_timer_arm_at(s->kill_t, s->kill_at, 0);
     else
         ddl_ev_timer_cancel(s->kill_t);
-    if (s->wpid && beats.fd >= 0 && beats.last_ms && !s->hung)
+    if (s->wpid && beats.fd >= 0 && beats.last_ms && !s->hung && beats.timeout_ms > 0)
         ddl_ev_timer_arm_at(s->hang_t, beats.last_ms + beats.timeout_ms, 0);
     else
         ddl_ev_timer_cancel(s->hang_t);
@@ -1126,6 +1132,12 @@ int main(int argc, char **argv)
     long hang_s; /* srun --ddl-hang-timeout, ddl.conf (checked by the plugin) */
     if (slurm && !hang_ms_set && ddl_env_long(DDLENV_DDL_HANG_TIMEOUT_S, &hang_s, &eerr) > 0)
         beats.timeout_ms = hang_s * 1000;
+    long strag_pct; /* the agents' straggler detection needs the heartbeats' timing */
+    if (ddl_env_long(DDLENV_DDL_STRAGGLER_PCT, &strag_pct, &eerr) < 0) {
+        ddl_error("%s", eerr.text);
+        return 2;
+    }
+    beats.on = beats.timeout_ms > 0 || strag_pct > 0;
 
     /* Dispositions survive exec: slurmstepd's task may ignore SIGCHLD, and
      * then no child's end would ever be seen. */
@@ -1174,7 +1186,7 @@ int main(int argc, char **argv)
         return 1;
 
     int beat_pipe[2] = {-1, -1};
-    if (beats.timeout_ms > 0 && pipe2(beat_pipe, O_CLOEXEC) < 0) {
+    if (beats.on && pipe2(beat_pipe, O_CLOEXEC) < 0) {
         ddl_warn("rank %ld: pipe for heartbeats: %m; hangs will not be detected", rank);
         beats.timeout_ms = 0;
     }

@@ -84,6 +84,7 @@ INTEGRATION_TESTS = \
     tests/integration/t0033-ddlrun-stop.t \
     tests/integration/t0034-gradx.t \
     tests/integration/t0037-ckpt-local.t \
+    tests/integration/t0035-straggler.t \
     tests/integration/t0040-man.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh \
@@ -185,6 +186,11 @@ tests/integration/t0032-slurm-preempt.log: tests/integration/t0031-slurm-ops.log
 # the node-local checkpoint level on the namespace cluster; one cluster at a time
 INTEGRATION_TESTS += tests/integration/t0038-slurm-ckpt-local.t
 tests/integration/t0038-slurm-ckpt-local.log: tests/integration/t0032-slurm-preempt.log
+
+# Straggler detection in a srun --ddl step (t0035-straggler-slurm): a rank
+# slowed by 20 % named by the leader.  One cluster at a time: after t0038.
+INTEGRATION_TESTS += tests/integration/t0035-straggler-slurm.t
+tests/integration/t0035-straggler-slurm.log: tests/integration/t0038-slurm-ckpt-local.log
 EXTRA_DIST += tests/slurm/lib-cluster.sh
 
 # The event loop of the agent, ddlrun and ddl-launch (common/evloop.c):
@@ -197,6 +203,15 @@ tests_unit_t_evloop_LDADD = common/libddlcommon.la
 
 check_PROGRAMS += tests/unit/t_auth tests/unit/t_world tests/unit/t_policy
 TESTS += tests/unit/t_auth tests/unit/t_world tests/unit/t_policy
+
+# The leader agent's straggler detector (agent/straggler.c) on simulated
+# synchronous steps: named within 20 steps, recovered, no false report.
+check_PROGRAMS += tests/unit/t_straggler
+TESTS += tests/unit/t_straggler
+tests_unit_t_straggler_SOURCES = tests/unit/t_straggler.c agent/straggler.c agent/straggler.h \
+                                 tests/tap.h
+tests_unit_t_straggler_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/agent
+tests_unit_t_straggler_LDADD = common/libddlcommon.la
 tests_unit_t_world_SOURCES = tests/unit/t_world.c agent/world.c agent/world.h tests/tap.h
 tests_unit_t_world_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/agent
 tests_unit_t_policy_SOURCES = tests/unit/t_policy.c agent/policy.c agent/policy.h tests/tap.h

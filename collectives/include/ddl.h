@@ -130,8 +130,13 @@ ddl_status_t ddl_finalize(void);
  * collective and while it waits for a peer, so a program that calls a
  * collective more often than the timeout needs no heartbeat of its own;
  * one with long phases without collectives (evaluation, I/O) should call
- * it.  Cheap (at most one write every 100 ms), non-blocking, thread-safe,
- * usable before ddl_init(); a no-op without a supervisor.  Returns DDL_OK. */
+ * it.  Called once per training step, it also lets the agents name a rank
+ * persistently slower than its peers (a straggler): each call notes the
+ * clock and the time waited in collectives so far, and a rank's compute
+ * per step is the step time less that wait (docs/user-guide.md
+ * "Stragglers").  Cheap (at most one write every 100 ms), non-blocking,
+ * thread-safe, usable before ddl_init(); a no-op without a supervisor.
+ * Returns DDL_OK. */
 ddl_status_t ddl_heartbeat(int64_t step);
 
 /* Exit status of a program that stopped because ddl_should_stop() said so,

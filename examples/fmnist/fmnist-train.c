@@ -124,6 +124,9 @@ typedef struct {
     int comm;               /* --comm: COMM_FULL, COMM_SFB, COMM_AUTO */
     int overlap;            /* --overlap 0|1 */
     long pace_ms;         /* --pace: sleep after each step, 0 none */
+    long slow_rank;       /* --slow-rank: the rank --slow-pct slows, -1 none */
+    long slow_pct;        /* --slow-pct: its extra compute, percent */
+    long slow_steps;      /* --slow-steps: only the first N steps, 0: all */
 } options_t;
 
 enum { COMM_FULL, COMM_SFB, COMM_AUTO };
@@ -234,6 +237,11 @@ static void usage(FILE *f)
             "                   0 (default): exchange after backward, blocking\n"
             "  --pace MS        sleep MS milliseconds after each step (a slower model,\n"
             "                   for demonstrations of stopping and requeueing)\n"
+            "  --slow-rank R --slow-pct P\n"
+            "                   make rank R a straggler: before each step it sleeps P %%\n"
+            "                   (1..1000) of its previous step's compute (with --pace)\n"
+            "                   (for tests of the agents' straggler detection)\n"
+            "  --slow-steps N   ...only in the first N steps of the run (default: all)\n"
             "  --device cpu|cuda\n"
             "                   where to train: the CPU with OpenBLAS (default), or\n"
             "                   this rank's GPU with cuBLAS (exit 77 if there is none)\n"
@@ -312,7 +320,8 @@ static void parse_options(int argc, char **argv, options_t *o)
 {
     enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_SEED,
            OPT_LIMIT, OPT_CKPT_EVERY, OPT_CKPT_DIR, OPT_CKPT_ASYNC, OPT_DEVICE,
-           OPT_HIDDEN, OPT_COMM, OPT_OVERLAP, OPT_PACE, OPT_HELP };
+           OPT_HIDDEN, OPT_COMM, OPT_OVERLAP, OPT_PACE, OPT_SLOW_RANK, OPT_SLOW_PCT,
+           OPT_SLOW_STEPS, OPT_HELP };
     static const struct option longopts[] = {
         {"data", required_argument, NULL, OPT_DATA},
         {"epochs", required_argument, NULL, OPT_EPOCHS},
@@ -329,6 +338,9 @@ static void parse_options(int argc, char **argv, options_t *o)
         {"comm", required_argument, NULL, OPT_COMM},
         {"overlap", required_argument, NULL, OPT_OVERLAP},
         {"pace", required_argument, NULL, OPT_PACE},
+        {"slow-rank", required_argument, NULL, OPT_SLOW_RANK},
+        {"slow-pct", required_argument, NULL, OPT_SLOW_PCT},
+        {"slow-steps", required_argument, NULL, OPT_SLOW_STEPS},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -344,6 +356,7 @@ static void parse_options(int argc, char **argv, options_t *o)
         .ckpt_dir = ckenv && *ckenv ? ckenv : NULL,
         .hidden = {N_HID},
         .nhidden = 1,
+        .slow_rank = -1,
     };
     int c;
     opterr = 0; /* our own messages, below */
@@ -383,6 +396,15 @@ static void parse_options(int argc, char **argv, options_t *o)
         case OPT_PACE:
             o->pace_ms = parse_long_opt("pace", optarg, 0, 60000);
             break;
+        case OPT_SLOW_RANK:
+            o->slow_rank = parse_long_opt("slow-rank", optarg, 0, 1L << 20);
+            break;
+        case OPT_SLOW_PCT:
+            o->slow_pct = parse_long_opt("slow-pct", optarg, 1, 1000);
+            break;
+        case OPT_SLOW_STEPS:
+            o->slow_steps = parse_long_opt("slow-steps", optarg, 1, 100000000);
+            break;
         case OPT_CKPT_DIR:
             if (!*optarg)
                 bad_option("checkpoint-dir", optarg, "a directory");
@@ -421,6 +443,10 @@ static void parse_options(int argc, char **argv, options_t *o)
     if (optind < argc)
         die(2, "unexpected argument '%s': " PROG " takes options only (see --help)",
             argv[optind]);
+    if ((o->slow_rank >= 0) != (o->slow_pct > 0))
+        die(2, "--slow-rank and --slow-pct go together: --slow-rank R --slow-pct P");
+    if (o->slow_steps && o->slow_rank < 0)
+        die(2, "--slow-steps needs --slow-rank R --slow-pct P");
     if (o->ckpt_every && !o->ckpt_dir)
         die(2, "--checkpoint-every needs a directory: --checkpoint-dir DIR, or "
             "DDL_CHECKPOINT_DIR (ddlrun --checkpoint-dir sets it)");
@@ -1161,6 +1187,7 @@ int main(int argc, char **argv)
     double test_acc = 0.0;
     double comm_s = 0; /* --overlap 0 --comm full: time in the blocking allreduce */
     long steps_run = 0;
+    double slow_s = 0; /* --slow-rank: the sleep before the next step */
     for (long epoch = (long)(iter / (int64_t)nbatches); epoch < opt.epochs; epoch++) {
         check(ddl_barrier(comm), "ddl_barrier");
         double t0 = now_s();
@@ -1172,6 +1199,13 @@ int main(int argc, char **argv)
         if (gpu)
             gpu_epoch_start(gpu, order, train.images.count, stats);
         for (size_t start = first; start < ntrain; start += batch) {
+            if (rank == opt.slow_rank && slow_s > 0 &&
+                (!opt.slow_steps || steps_run < opt.slow_steps)) { /* --slow-rank: a straggler */
+                time_t whole = (time_t)slow_s;
+                struct timespec d = {whole, (long)((slow_s - (double)whole) * 1e9)};
+                nanosleep(&d, NULL);
+            }
+            double tstep = now_s();
             size_t bs = ntrain - start < batch ? ntrain - start : batch;
             size_t lo = start + (size_t)rank * bs / (size_t)size;
             size_t hi = start + ((size_t)rank + 1) * bs / (size_t)size;
@@ -1190,6 +1224,9 @@ int main(int argc, char **argv)
                 if (xc.gx)
                     backward(params, grads, &w, 0, &xc); /* no sample: zero factors */
             }
+            /* this step's compute (with --pace's sleep), for --slow-pct */
+            slow_s = (now_s() - tstep + (double)opt.pace_ms / 1000.0) * (double)opt.slow_pct /
+                     100.0;
             if (xc.gx) {
                 /* the exchange: each layer's update waits for its own gradient */
                 exchange_update(&xc, params, velocity, grads, lr, mu);

@@ -167,19 +167,32 @@ int main(void)
     snprintf(fdtext, sizeof fdtext, "%d", hb[1]);
     setenv("DDL_HEARTBEAT_FD", fdtext, 1);
     is(ddl_init(), DDL_OK, "ddl_init with DDL_HEARTBEAT_FD");
-    struct { uint64_t colls; int64_t step; } rec[8];
+    /* ddl_beat_rec_t: collectives, step, and at that step the clock and
+     * the time waited in collectives */
+    struct { uint64_t colls; int64_t step; int64_t at_ns; uint64_t wait_ns; } rec[8];
     ssize_t got = read(hb[0], rec, sizeof rec);
-    ok(got == 16 && rec[0].step == -1, "ddl_init sent one record (%zd bytes, step %lld)", got,
-       got >= 16 ? (long long)rec[0].step : 0LL);
+    ok(got == 32 && rec[0].step == -1, "ddl_init sent one record (%zd bytes, step %lld)", got,
+       got >= 32 ? (long long)rec[0].step : 0LL);
     is(ddl_heartbeat(42), DDL_OK, "ddl_heartbeat(42)");
     got = read(hb[0], rec, sizeof rec);
-    ok(got == 16 && rec[0].step == 42, "... sends step 42 at once");
+    ok(got == 32 && rec[0].step == 42 && rec[0].at_ns > 0, "... sends step 42 at once, timed");
+    int64_t at42 = rec[0].at_ns;
+    uint64_t wait42 = rec[0].wait_ns;
     usleep(120000);
     is(ddl_barrier(ddl_comm_world()), DDL_OK, "a collective 120 ms later");
     got = read(hb[0], rec, sizeof rec);
-    ok(got == 16 && rec[0].colls >= 1 && rec[0].step == 42,
-       "... sends a record counting it (%llu collectives, step %lld)",
-       got >= 16 ? (unsigned long long)rec[0].colls : 0ULL, got >= 16 ? (long long)rec[0].step : 0LL);
+    ok(got == 32 && rec[0].colls >= 1 && rec[0].step == 42 && rec[0].at_ns == at42,
+       "... sends a record counting it (%llu collectives, step %lld, still step 42's time)",
+       got >= 32 ? (unsigned long long)rec[0].colls : 0ULL,
+       got >= 32 ? (long long)rec[0].step : 0LL);
+    is(ddl_heartbeat(43), DDL_OK, "ddl_heartbeat(43)");
+    got = read(hb[0], rec, sizeof rec);
+    ok(got == 32 && rec[0].step == 43 && rec[0].at_ns - at42 >= 120000000 &&
+           rec[0].at_ns - at42 < 60000000000LL && rec[0].wait_ns > wait42 &&
+           rec[0].wait_ns - wait42 < (uint64_t)(rec[0].at_ns - at42),
+       "... step 43: %.1f ms later, the barrier counted as %llu ns waited",
+       got >= 32 ? (double)(rec[0].at_ns - at42) / 1e6 : 0.0,
+       got >= 32 ? (unsigned long long)(rec[0].wait_ns - wait42) : 0ULL);
     is(ddl_barrier(ddl_comm_world()), DDL_OK, "another at once");
     int fl = fcntl(hb[0], F_GETFL);
     fcntl(hb[0], F_SETFL, fl | O_NONBLOCK);

@@ -267,6 +267,7 @@ static void test_round_trips(void)
         {.rank = 0, .state = DDL_RANK_RUNNING, .pid = 10, .wpid = 11, .wstatus = 0},
         {.rank = 1, .state = DDL_RANK_EXITED, .pid = 12, .wpid = 13, .wstatus = 256}};
     in = (ddl_msg_t){.type = DDL_MSG_STATUS};
+    in.u.status.straggler.rank = DDL_STRAGGLER_NONE;
     in.u.status.step = "local-42";
     in.u.status.size = 2;
     in.u.status.gen = 0;
@@ -353,6 +354,18 @@ static void test_round_trips(void)
            out.u.status.failures[DDL_FAIL_CLASS_MAX] == 1 &&
            out.u.status.failures[DDL_FAIL_WORKER_EXIT] == 0,
        "STATUS failure counts per class survive (minor 6)");
+    ok(out.u.status.straggler.rank == DDL_STRAGGLER_NONE && out.u.status.straggler.named == 0,
+       "STATUS without a straggler survives (minor 8)");
+    ddl_msg_clear(&out);
+    in.u.status.straggler = (ddl_straggler_info_t){
+        .rank = 5, .node_id = 2, .slower_pm = 213, .steps = 12, .compute_us = 121500,
+        .peers_us = 100100, .named = 3};
+    round_trip(&in, &out);
+    ok(out.u.status.straggler.rank == 5 && out.u.status.straggler.node_id == 2 &&
+           out.u.status.straggler.slower_pm == 213 && out.u.status.straggler.steps == 12 &&
+           out.u.status.straggler.compute_us == 121500 &&
+           out.u.status.straggler.peers_us == 100100 && out.u.status.straggler.named == 3,
+       "STATUS straggler rank, node, slowness, window, compute and count survive (minor 8)");
     ddl_msg_clear(&out);
 
     /* older agents: minor 5 lacks the minor-6 tail, minor 1 also the minor-2
@@ -360,7 +373,17 @@ static void test_round_trips(void)
     {
         size_t l;
         uint8_t *f = encode(&in, &l);
-        size_t tail6 = 2 * (8 + 8 + 4) + 4 + 4 * DDL_FAIL_CLASS_MAX; /* progress, failures */
+        size_t tail6 = 2 * (8 + 8 + 4) + 4 + 4 * DDL_FAIL_CLASS_MAX /* progress, failures */
+                       + 7 * 4;                                       /* straggler (minor 8) */
+        ddl_error_t err8;
+        f[5] = 7;
+        set_u32(f + 8, (uint32_t)(l - DDL_PROTO_HDR_LEN - 7 * 4));
+        ok(ddl_proto_decode(f, l - 7 * 4, &out, &err8) == (ssize_t)(l - 7 * 4) &&
+               out.u.status.straggler.rank == DDL_STRAGGLER_NONE &&
+               out.u.status.straggler.named == 0 &&
+               out.u.status.failures[DDL_FAIL_WORKER_SIGNAL] == 3,
+           "STATUS of minor version 7: no straggler, failure counts kept");
+        ddl_msg_clear(&out);
         ddl_error_t err6;
         f[5] = 5;
         set_u32(f + 8, (uint32_t)(l - DDL_PROTO_HDR_LEN - tail6));
@@ -424,6 +447,12 @@ static void test_round_trips(void)
            out.u.progress.step == 9000000000LL && out.u.progress.collectives == 1ULL << 40,
        "PROGRESS rank, generation, 64-bit step and collectives survive (minor 6)");
     ddl_msg_clear(&out);
+    in.u.progress.at_ns = 123456789012345LL;
+    in.u.progress.wait_ns = 987654321ULL;
+    round_trip(&in, &out);
+    ok(out.u.progress.at_ns == 123456789012345LL && out.u.progress.wait_ns == 987654321ULL,
+       "PROGRESS step time and time waited survive (minor 8)");
+    ddl_msg_clear(&out);
     in.u.progress.step = -1;
     round_trip(&in, &out);
     ok(out.u.progress.step == -1, "PROGRESS without a step (-1) survives");
@@ -431,8 +460,18 @@ static void test_round_trips(void)
     {
         size_t len;
         uint8_t *f = encode(&in, &len);
+        ddl_error_t err7;
+        f[5] = 7; /* an older supervisor: no timing */
+        set_u32(f + 8, (uint32_t)(len - DDL_PROTO_HDR_LEN - 16));
+        ok(ddl_proto_decode(f, len - 16, &out, &err7) == (ssize_t)(len - 16) &&
+               out.u.progress.at_ns == 0 && out.u.progress.wait_ns == 0 &&
+               out.u.progress.collectives == 1ULL << 40,
+           "PROGRESS of minor version 7: no timing (0)");
+        ddl_msg_clear(&out);
+        set_u32(f + 8, (uint32_t)(len - DDL_PROTO_HDR_LEN - 16 - 3));
+        expect_malformed(f, len - 16 - 3, "a PROGRESS cut short", "collectives");
         set_u32(f + 8, (uint32_t)(len - DDL_PROTO_HDR_LEN - 3));
-        expect_malformed(f, len - 3, "a PROGRESS cut short", "collectives");
+        expect_malformed(f, len - 3, "a PROGRESS cut in its timing", "time waited");
         free(f);
     }
 
