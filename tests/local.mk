@@ -83,6 +83,7 @@ INTEGRATION_TESTS = \
     tests/integration/t0030-metrics.t \
     tests/integration/t0033-ddlrun-stop.t \
     tests/integration/t0034-gradx.t \
+    tests/integration/t0036-warm.t \
     tests/integration/t0040-man.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh \
