@@ -34,6 +34,7 @@ static struct {
     int enabled;             /* ddl_warm_enable() succeeded */
     int rejoining;           /* in ddl_rejoin: errors are its own */
     atomic_int due;          /* DDL_RESTART was returned */
+    atomic_int stopped;      /* the agents stop the step: no new generation */
     uint32_t node_slot;      /* the agent's node: its index in node_rank */
     atomic_int pending;      /* a RESTART decision is kept below */
     uint32_t gen;            /* the generation to join */
@@ -48,8 +49,8 @@ int ddl_restart_pending(void)
 
 static ddl_status_t warm_status(ddl_status_t st)
 {
-    if (st != DDL_ERR_ABORTED && st != DDL_ERR_PEER && st != DDL_ERR_TRANSPORT &&
-        st != DDL_ERR_TIMEOUT)
+    if ((st != DDL_ERR_ABORTED && st != DDL_ERR_PEER && st != DDL_ERR_TRANSPORT &&
+         st != DDL_ERR_TIMEOUT) || atomic_load(&warm.stopped))
         return st;
     if (atomic_load(&warm.pending)) {
         atomic_store(&warm.due, 1);
@@ -78,6 +79,8 @@ void ddl_gen_notice(ddl_msg_t *m)
         warm.node_rank = g->node_rank; /* taken */
         m->u.generation.node_rank = NULL;
         atomic_store(&warm.pending, 1);
+    } else if (g->action != DDL_GEN_RESTART) {
+        atomic_store(&warm.stopped, 1); /* ddl-launch ends this worker */
     }
     ddl_comm_abort(&ddl_ctx.world, why);
 }
@@ -149,6 +152,9 @@ static ddl_status_t wait_decision(int timeout_s)
 {
     int64_t deadline = ddl_now_ms() + (int64_t)timeout_s * 1000;
     while (!atomic_load(&warm.pending)) {
+        if (atomic_load(&warm.stopped))
+            return ddl_fail(DDL_ERR_ABORTED, "ddl_rejoin: rank %d: the agents stop the step "
+                            "instead of restarting it", ddl_ctx.rank);
         if (ddl_ctx.agent_fd < 0 || ddl_now_ms() >= deadline)
             return ddl_fail(DDL_ERR_TIMEOUT, "ddl_rejoin: rank %d: no new generation from the "
                             "agents within %d s (DDL_BOOTSTRAP_TIMEOUT)", ddl_ctx.rank,
@@ -163,12 +169,7 @@ static ddl_status_t wait_decision(int timeout_s)
             return ddl_fail(DDL_ERR_BOOTSTRAP, "ddl_rejoin: rank %d lost its link to the "
                             "node's ddl-agent: %s", ddl_ctx.rank, err.text);
         if (!ddl_stop_notice(&m) && m.type == DDL_MSG_GENERATION) {
-            if (m.u.generation.action != DDL_GEN_RESTART) {
-                ddl_msg_clear(&m);
-                return ddl_fail(DDL_ERR_ABORTED, "ddl_rejoin: rank %d: the agents stop the "
-                                "step instead of restarting it", ddl_ctx.rank);
-            }
-            ddl_gen_notice(&m);
+            ddl_gen_notice(&m); /* a stop: the next round says so */
         }
         ddl_msg_clear(&m);
     }

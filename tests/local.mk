@@ -182,6 +182,9 @@ tests/integration/t0031-slurm-ops.log: tests/integration/t0019-slurm-recovery.lo
 # the uninterrupted weights.  One cluster at a time: it runs after t0031.
 INTEGRATION_TESTS += tests/integration/t0032-slurm-preempt.t
 tests/integration/t0032-slurm-preempt.log: tests/integration/t0031-slurm-ops.log
+# Warm restart in place under srun --ddl (2 nodes); one cluster at a time.
+INTEGRATION_TESTS += tests/integration/t0039-slurm-warm.t
+tests/integration/t0039-slurm-warm.log: tests/integration/t0032-slurm-preempt.log
 EXTRA_DIST += tests/slurm/lib-cluster.sh
 
 # The event loop of the agent, ddlrun and ddl-launch (common/evloop.c):

@@ -25,7 +25,7 @@ DATA=${DDL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$DATA/train-images-idx3-ubyte.gz" ] || t_skip_all "no Fashion-MNIST in $DATA"
 export UCX_TLS=tcp,self DDL_ALLREDUCE_ALGO=ring
 unset MASTER_ADDR MASTER_PORT
-ARGS="--epochs 1 --limit 12000 --checkpoint-every 20 --pace 100 --warm-restart"
+ARGS="--epochs 1 --limit 12000 --checkpoint-every 20 --pace 60 --warm-restart"
 
 # train NAME [DDLRUN-OPTIONS]: the training in the background (pid in $run)
 # on 2 emulated nodes of 2 ranks and a spare, checkpoints in $T_TMP/ck-NAME,
