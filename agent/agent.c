@@ -295,6 +295,46 @@ static const char *on_stop_at(agent_t *a, conn_t *c, ddl_msg_t *m)
     return NULL;
 }
 
+/* on_warm: a worker's libddl opts in to (or withdraws from) warm restarts:
+ * passed on to its supervisor, found by the worker's pid (the connection's
+ * SO_PEERCRED), which then keeps it running on a new generation.  The
+ * worker is answered WARM with this node's id, or ERROR. */
+static const char *on_warm(agent_t *a, conn_t *c, ddl_msg_t *m)
+{
+    char why[200];
+    int slot = -1;
+    if (!a->opts->supervise) {
+        conn_error(c, ENOTSUP, "warm restart: this step has no recovery (no agent decides "
+                   "restarts): run it with ddlrun or srun --ddl");
+        return NULL;
+    }
+    for (uint32_t r = 0; r < a->opts->size && slot < 0; r++)
+        if (a->is_local[r] && a->ranks[r].wpid > 0 && a->ranks[r].wpid == c->pid)
+            slot = (int)r;
+    conn_t *sup = NULL;
+    for (size_t i = 0; slot >= 0 && i < a->nconns && !sup; i++)
+        if (a->conns[i]->rank == slot && !a->conns[i]->dead)
+            sup = a->conns[i];
+    if (!sup) {
+        snprintf(why, sizeof why, "warm restart: pid %d is not a worker that ddl-launch started "
+                 "on node %u (a wrapper that forks the program?): restarts stay cold",
+                 (int)c->pid, a->opts->node_id);
+        conn_error(c, ESRCH, why);
+        return NULL;
+    }
+    if (conn_queue(sup, m) < 0) {
+        conn_error(c, ENOMEM, "warm restart: cannot tell the worker's supervisor");
+        return NULL;
+    }
+    ddl_debug("rank %u (task %d, pid %d): warm restarts %s", m->u.warm.rank, slot, (int)c->pid,
+              m->u.warm.on ? "on" : "off");
+    ddl_msg_t ans = {.type = DDL_MSG_WARM};
+    ans.u.warm = m->u.warm;
+    ans.u.warm.node_id = a->opts->node_id;
+    conn_queue(c, &ans);
+    return NULL;
+}
+
 #define K(kind) (1u << (kind))
 #define LINKED (K(CONN_PEER) | K(CONN_LEADER))
 
@@ -328,6 +368,7 @@ static const struct {
     {DDL_MSG_STOP_REQ, K(CONN_UNIX) | K(CONN_PEER), 1, on_stop_req},
     {DDL_MSG_STOP, K(CONN_LEADER), 1, on_stop},
     {DDL_MSG_STOP_AT, K(CONN_UNIX) | K(CONN_PEER), 1, on_stop_at},
+    {DDL_MSG_WARM, K(CONN_UNIX), 0, on_warm},
 };
 
 void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m)

@@ -14,6 +14,9 @@
  * saves its state on SIGTERM before it exits: then only a collective that
  * returns (aborted by the agents' notice, DDL_ERR_ABORTED) ends it before
  * its supervisor's SIGKILL.  A failed allreduce is reported with the time.
+ * With FT_PROBE_WARM=1 it opts in to warm restarts (ddl_warm_enable): a
+ * rank that is kept rejoins the new generation (ddl_rejoin) and goes on,
+ * printing the new generation's first step in the same way.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -43,9 +46,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "ft-probe: ddl_init: %s: %s\n", ddl_status_str(st), ddl_last_error());
         return 1;
     }
+    const char *w = getenv("FT_PROBE_WARM");
+    if (w && *w == '1' && (st = ddl_warm_enable()) != DDL_OK)
+        fprintf(stderr, "ft-probe: ddl_warm_enable: %s: %s\n", ddl_status_str(st),
+                ddl_last_error());
     for (long i = 0; gen == 0 || i < iters; i++) {
         double x = 1;
         st = ddl_allreduce(ddl_comm_world(), DDL_IN_PLACE, &x, 1, DDL_FLOAT64, DDL_SUM);
+        if (st == DDL_RESTART) { /* kept: the next generation, in this process */
+            if ((st = ddl_rejoin(NULL)) != DDL_OK) {
+                fprintf(stderr, "ft-probe: ddl_rejoin: %s: %s\n", ddl_status_str(st),
+                        ddl_last_error());
+                return 1;
+            }
+            g = getenv("DDL_GENERATION");
+            gen = g ? strtol(g, NULL, 10) : gen + 1;
+            i = -1;
+            continue;
+        }
         if (st != DDL_OK) {
             fprintf(stderr, "ft-probe: rank %d: ddl_allreduce at %lld: %s: %s\n", ddl_rank(),
                     now_ns(), ddl_status_str(st), ddl_last_error());

@@ -27,6 +27,11 @@
 # to the new generation's first allreduce (ft-probe's own clock), which
 # includes stopping the other ranks, the 0.5 s backoff before the first
 # restart, and the new generation's start.
+#   warm vs cold (ddlrun --emulate -n 2 --nodes 2 --spares 1, rank 1's
+#          worker killed, or node1's process group): from the leader's
+#          decision to the first step of generation 1, ft-probe restarted
+#          (cold) or kept and rejoined (warm, FT_PROBE_WARM=1), alternating in
+#          the same run.  RESTART_WARM_ONLY=1: only these rows.
 # Slurm: `srun -N2 -n2 sleep` with the task on n2 killed (SIGKILL), and n2
 # crashed (tests/slurm/cluster.sh crash: every process killed, link down):
 # from the kill to srun's first line about it.  Medians, minimum, maximum.
@@ -98,8 +103,10 @@ ddl_case() {
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p' | head -1), $runs runs each, ddlrun -n 4"
 echo "| failure | median ms | min ms | max ms | runs |"
 echo "| --- | ---: | ---: | ---: | ---: |"
-ddl_case "worker SIGKILL" KILL
-ddl_case "worker SIGSTOP, --hang-timeout 1" STOP --hang-timeout 1
+if [ "${RESTART_WARM_ONLY:-0}" != 1 ]; then
+    ddl_case "worker SIGKILL" KILL
+    ddl_case "worker SIGSTOP, --hang-timeout 1" STOP --hang-timeout 1
+fi
 
 # agent_times WHO: from the agents' lines in $tmp/log (they carry their own
 # time, DDL_LOG_TIME: [seconds.ms]), the ms from $t0 to the leader's
@@ -142,6 +149,45 @@ ddl_emu_case() {
     row "ddlrun --emulate: $name, known on every survivor" "$tmp/all"
     row "ddlrun --emulate: $name, first step of generation 1" "$tmp/first"
 }
+# warm_case NAME ACTION: ddlrun --emulate -n 2 --nodes 2 --spares 1, cold
+# (ft-probe as is) and warm (FT_PROBE_WARM=1: ddl_warm_enable, ddl_rejoin)
+# in turn, the same runs; ACTION worker (SIGKILL to rank 1's worker) or node
+# (SIGKILL to node1's process group, the spare takes its place).  Time from
+# the leader's decision (its line, DDL_LOG_TIME) to the first step of
+# generation 1 (ft-probe's clock).
+warm_case() {
+    name=$1 action=$2
+    : >"$tmp/cold"
+    : >"$tmp/warm"
+    i=0
+    while [ $i -lt "$runs" ]; do
+        for mode in cold warm; do
+            { FT_PROBE_WARM=$([ $mode = warm ] && echo 1 || echo 0) DDL_LOG_TIME=1 \
+                DDL_LOG_LEVEL=info UCX_TLS=tcp,self timeout 120 "$ddlrun" -n 2 --nodes 2 \
+                --emulate --spares 1 --restarts 1 "$probe" 50 2>&1 | stamp >"$tmp/log"; } &
+            job=$!
+            wait_gen0
+            if [ "$action" = worker ]; then
+                p=$(worker_pid 1)
+                [ -n "$p" ] && kill -s KILL "$p"
+            else
+                g=$(pgrep -f "ddl-agent serve --socket .*-node1.sock" | head -1)
+                [ -n "$g" ] && kill -s KILL -- "-$g"
+            fi
+            wait $job || true
+            td=$(sed -n 's/^[0-9]* \[\([0-9]*\)\.\([0-9]*\)\] ddl-agent: generation 0: .*/\1\2/p' "$tmp/log" | head -1)
+            tf=$(awk '/first-step gen 1 at/ { print $NF; exit }' "$tmp/log")
+            [ -n "$td" ] && [ -n "$tf" ] && echo $((tf / 1000000 - td)) >>"$tmp/$mode"
+        done
+        i=$((i + 1))
+    done
+    row "ddlrun --emulate: $name, cold: decision to first step" "$tmp/cold"
+    row "ddlrun --emulate: $name, warm: decision to first step" "$tmp/warm"
+}
+warm_case "worker SIGKILL" worker
+warm_case "node1 killed, spare node2" node
+[ "${RESTART_WARM_ONLY:-0}" = 1 ] && exit 0
+
 ddl_emu_case "node1 killed (FIN), spare node2" kill
 ddl_emu_case "node1 stopped (silent), spare node2" stop
 ddl_emu_case "node0 (the leader) stopped (silent), spare node2" stop-leader

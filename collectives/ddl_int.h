@@ -407,6 +407,19 @@ void ddl_agent_notice(void);
 void ddl_agent_lock(void);
 void ddl_agent_unlock(void);
 
+/* ---- warm restart (warm.c) ----
+ * ddl_gen_notice: a GENERATION from the agent (not FINISH): kept for
+ * ddl_rejoin() when this rank opted in, and the world aborted.  The caller
+ * holds the agent connection.  ddl_world_release / ddl_world_init (init.c):
+ * ddl_finalize's teardown without the closing barrier, and ddl_init's
+ * setup from the environment (ddl_rejoin). */
+void ddl_gen_notice(ddl_msg_t *m);
+/* ddl_fail_set_remap (status.c): from then on ddl_fail() returns
+ * remap(st); warm.c's, once opted in: DDL_RESTART where a rank sees a
+ * peer's failure or the end of its generation. */
+void ddl_fail_set_remap(ddl_status_t (*remap)(ddl_status_t));
+void ddl_world_release(void);
+
 /* ---- stopping at a step boundary (stop.c) ----
  * ddl_stop_init: at ddl_init(): the stop state of the generation, and the
  * stop signals' handlers (under an agent, where their disposition is the

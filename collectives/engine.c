@@ -109,7 +109,7 @@ void ddl_engine_abort_queued(ddl_comm_t *comm)
             if (ENG.tail == r)
                 ENG.tail = prev;
             ddl_comm_check_abort(r->d.comm); /* sets this thread's error text */
-            complete(r, DDL_ERR_ABORTED);
+            complete(r, ddl_restart_pending() ? DDL_RESTART : DDL_ERR_ABORTED);
             if (r->detached)
                 free(r);
         } else {

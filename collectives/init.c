@@ -185,7 +185,6 @@ void ddl_agent_notice(void)
     struct pollfd pf = {.fd = ddl_ctx.agent_fd, .events = POLLIN};
     ddl_msg_t m;
     ddl_error_t err;
-    char why[400];
     if (poll(&pf, 1, 0) > 0) {
         if (ddl_proto_recv(ddl_ctx.agent_fd, &m, 1000, &err) < 0) {
             /* the world is aborted: no operation waits here again */
@@ -194,10 +193,7 @@ void ddl_agent_notice(void)
             if (ddl_stop_notice(&m)) {
                 /* a stop: taken into account (stop.c) */
             } else if (m.type == DDL_MSG_GENERATION && m.u.generation.action != DDL_GEN_FINISH) {
-                snprintf(why, sizeof why, "the agents ended generation %u: %s", ddl_ctx.gen,
-                         m.u.generation.cause ? m.u.generation.cause : "a failure elsewhere");
-                ddl_debug("rank %d: %s", ddl_ctx.rank, why);
-                ddl_comm_abort(&ddl_ctx.world, why);
+                ddl_gen_notice(&m);
             }
             ddl_msg_clear(&m);
         }
@@ -246,6 +242,11 @@ static void agent_fence(void)
 }
 
 static void release(void)
+{
+    ddl_world_release();
+}
+
+void ddl_world_release(void)
 {
     ddl_stop_fini();
     ddl_mem_release_all();

@@ -3,12 +3,19 @@
 #include "config.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "ddl_int.h"
 #include "log.h"
 
 static __thread char last_error[512];
+static _Atomic(ddl_status_t (*)(ddl_status_t)) fail_remap; /* warm.c, once opted in */
+
+void ddl_fail_set_remap(ddl_status_t (*remap)(ddl_status_t))
+{
+    atomic_store(&fail_remap, remap);
+}
 
 const char *ddl_status_str(ddl_status_t status)
 {
@@ -16,6 +23,7 @@ const char *ddl_status_str(ddl_status_t status)
     case DDL_OK: return "DDL_OK: success";
     case DDL_INPROGRESS: return "DDL_INPROGRESS: operation in progress";
     case DDL_STOP: return "DDL_STOP: the job is being stopped: checkpoint and exit";
+    case DDL_RESTART: return "DDL_RESTART: a new generation: call ddl_rejoin()";
     case DDL_ERR_INVALID: return "DDL_ERR_INVALID: invalid argument";
     case DDL_ERR_NOMEM: return "DDL_ERR_NOMEM: out of memory";
     case DDL_ERR_NOT_INITIALIZED: return "DDL_ERR_NOT_INITIALIZED: ddl_init() has not succeeded";
@@ -50,5 +58,6 @@ ddl_status_t ddl_fail(ddl_status_t st, const char *fmt, ...)
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
     ddl_debug("%s", last_error);
-    return st;
+    ddl_status_t (*remap)(ddl_status_t) = atomic_load(&fail_remap);
+    return remap ? remap(st) : st;
 }

@@ -170,12 +170,8 @@ static int read_agent(int timeout_ms)
             return -1;
         }
         if (!ddl_stop_notice(&m) && m.type == DDL_MSG_GENERATION &&
-            m.u.generation.action != DDL_GEN_FINISH) {
-            char why[400];
-            snprintf(why, sizeof why, "the agents ended generation %u: %s", ddl_ctx.gen,
-                     m.u.generation.cause ? m.u.generation.cause : "a failure elsewhere");
-            ddl_comm_abort(&ddl_ctx.world, why);
-        }
+            m.u.generation.action != DDL_GEN_FINISH)
+            ddl_gen_notice(&m);
         ddl_msg_clear(&m);
         timeout_ms = 0;
     }
@@ -184,6 +180,10 @@ static int read_agent(int timeout_ms)
 
 static ddl_status_t aborted(void)
 {
+    if (ddl_restart_pending())
+        return ddl_fail(DDL_RESTART, "ddl_should_stop: %s: call ddl_rejoin()",
+                        ddl_ctx.world.abort_reason[0] ? ddl_ctx.world.abort_reason
+                                                      : "a new generation");
     return ddl_fail(DDL_ERR_ABORTED, "ddl_should_stop: the world communicator was aborted: %s",
                     ddl_ctx.world.abort_reason[0] ? ddl_ctx.world.abort_reason : "no reason");
 }

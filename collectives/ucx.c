@@ -370,6 +370,10 @@ void ddl_ucx_close(int force)
 
 void ddl_ucx_fini(void)
 {
+    /* requests cancelled or freed in flight (an aborted world) go back to
+     * UCX's pool as they complete: let them, briefly */
+    for (int i = 0; ucx.worker && i < 1000 && ucp_worker_progress(ucx.worker); i++)
+        ;
     if (ucx.worker)
         ucp_worker_destroy(ucx.worker);
     if (ucx.ucp)

@@ -42,8 +42,9 @@ const char *ddl_msg_type_str(int type)
                                         "STATUS", "ACK", "PEER_HELLO", "NODE_GATHER",
                                         "PEER_BEAT", "FAILURE", "GENERATION", "ROSTER",
                                         "PEER_AUTH", "PEER_WELCOME", "PROGRESS", "STOP_REQ",
-                                        "STOP", "STOP_AT"};
-    return type >= DDL_MSG_ERROR && type <= DDL_MSG_TYPE_MAX ? names[type] : "unknown";
+                                        "STOP", "STOP_AT", NULL, NULL, "WARM"};
+    return type >= DDL_MSG_ERROR && type <= DDL_MSG_TYPE_MAX && names[type] ? names[type]
+                                                                            : "unknown";
 }
 
 
@@ -387,6 +388,12 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
         w_i64(&w, u->stop_at.boundary);
         w_i64(&w, u->stop_at.step);
         break;
+    case DDL_MSG_WARM:
+        w_u32(&w, u->warm.gen);
+        w_u32(&w, u->warm.rank);
+        w_u8(&w, u->warm.on);
+        w_u32(&w, u->warm.node_id);
+        break;
     case DDL_MSG_NODE_GATHER: {
         const typeof(u->node_gather) *g = &u->node_gather;
         const uint8_t *p = g->data;
@@ -588,7 +595,7 @@ int ddl_proto_peek(const uint8_t *buf, size_t avail, uint16_t *type, size_t *fra
     if (body > DDL_PROTO_MAX_BODY)
         return ddl_errprintf(err, "frame body of %u bytes exceeds the %u-byte limit", body,
                              DDL_PROTO_MAX_BODY);
-    if (t < DDL_MSG_ERROR || t > DDL_MSG_TYPE_MAX)
+    if (t < DDL_MSG_ERROR || t > DDL_MSG_TYPE_MAX || !strcmp(ddl_msg_type_str(t), "unknown"))
         return ddl_errprintf(err, "unknown message type %u", t);
     *type = t;
     *frame_len = DDL_PROTO_HDR_LEN + (size_t)body;
@@ -925,6 +932,12 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
         u->stop_at.step = r_i64(&r, "step");
         if (!r.what && u->stop_at.boundary < 0)
             r.what = "boundary";
+        break;
+    case DDL_MSG_WARM:
+        u->warm.gen = r_u32(&r, "generation");
+        u->warm.rank = r_u32(&r, "rank");
+        u->warm.on = r_u8(&r, "on");
+        u->warm.node_id = r_u32(&r, "node");
         break;
     case DDL_MSG_NODE_GATHER: {
         typeof(u->node_gather) *g = &u->node_gather;

@@ -27,7 +27,7 @@
 
 #define DDL_PROTO_MAGIC 0x44444c77u /* "DDLw" */
 #define DDL_PROTO_MAJOR 1
-#define DDL_PROTO_MINOR 8
+#define DDL_PROTO_MINOR 9
 #define DDL_PROTO_HDR_LEN 12
 #define DDL_PROTO_MAX_BODY (64u << 20)
 #define DDL_PROTO_MAX_STR 4096u
@@ -54,8 +54,10 @@ typedef enum {
     DDL_MSG_STOP_REQ = 18,        /* ddl-launch, libddl -> agent -> leader agent: a stop signal (minor 7) */
     DDL_MSG_STOP = 19,            /* leader agent -> agents -> libddl, ddl-launch: stop at a step boundary (minor 7) */
     DDL_MSG_STOP_AT = 20,         /* libddl -> agent -> leader agent: the first boundary it can stop at (minor 7) */
+    /* 21-22: reserved (stragglers) */
+    DDL_MSG_WARM = 23,            /* libddl -> agent -> ddl-launch, agent -> libddl: warm restart (minor 9) */
 } ddl_msg_type_t;
-#define DDL_MSG_TYPE_MAX DDL_MSG_STOP_AT
+#define DDL_MSG_TYPE_MAX DDL_MSG_WARM
 
 /* PEER_AUTH and PEER_WELCOME: sizes of the nonces and MACs (agent/auth.h),
  * and the largest PEER_AUTH body a listening agent reads from a connection
@@ -299,6 +301,13 @@ typedef struct {
             int64_t boundary;  /* the first ddl_should_stop() call index it can stop at */
             int64_t step;      /* the program's step at its last call, -1: none */
         } stop_at;
+        struct {
+            uint32_t gen;     /* the worker's generation */
+            uint32_t rank;    /* its world rank */
+            uint8_t on;       /* 1: keep the worker on a new generation; 0: withdrawn */
+            uint32_t node_id; /* agent -> libddl: the agent's node (its index in a
+                               * GENERATION's node_rank); 0 from libddl */
+        } warm;
         struct {
             uint32_t gen, seq, size, count;
             uint32_t *ranks; /* count entries, each < size */

@@ -582,6 +582,7 @@ typedef struct {
     int64_t respawn_at;  /* RESTART: start the worker then, 0: not yet set */
     ddl_spawn_t spawn;   /* how the worker was started (captured while it runs) */
     int idle;            /* a spare's task: the worker waits for its environment */
+    int warm;            /* the worker's libddl keeps it on a new generation (WARM) */
     uint32_t *node_rank; /* the decision's new world (RESTART), NULL: unchanged */
     char master[64];     /* its MASTER_ADDR (the node of rank 0), "": unchanged */
     int captured;        /* 1 captured, -1 cannot be */
@@ -650,6 +651,38 @@ static void report_end(sup_t *s)
         ddl_warn("rank %ld: cannot report the failure to the agent: %m", rank);
 }
 
+static void new_master(sup_t *s);
+
+/* keep_warm: a RESTART decision (s->next_gen, s->node_rank) for a worker
+ * that opted in to warm restarts and still runs: it stays, and its libddl
+ * joins the new generation itself (ddl_rejoin).  This task's place in the
+ * world moves to the new generation as a restart would set it.  0 when the
+ * worker is to be restarted cold instead (not opted in, ended, hung, being
+ * killed, or without a place in the new world). */
+static int keep_warm(sup_t *s)
+{
+    if (!s->warm || !s->wpid || s->idle || s->hung || s->kill_at || s->signalled)
+        return 0;
+    long old_rank = world.rank;
+    if (s->node_rank)
+        world_set(s->node_rank);
+    if (world.rank < 0) { /* its node holds no rank any more: cold, as before */
+        ddl_info("rank %ld: no place in generation %u: the worker is stopped", old_rank,
+                 s->next_gen);
+        return 0;
+    }
+    free(s->node_rank);
+    s->node_rank = NULL;
+    new_master(s);
+    cur_gen = s->next_gen;
+    s->decided = 0;
+    s->respawn_at = 0;
+    ddl_warn("task %ld: worker %d kept for a warm restart as rank %ld of %ld (generation %u)",
+             rank, (int)s->wpid, world.rank, world.size, cur_gen);
+    tell(DDL_RANK_RUNNING, s->wpid, 0);
+    return 1;
+}
+
 /* agent_msg: read what the agent says; -1 when the link is gone. */
 static int agent_msg(sup_t *s, int grace_ms)
 {
@@ -678,12 +711,22 @@ static int agent_msg(sup_t *s, int grace_ms)
                   g->action == DDL_GEN_RESTART ? "restart" : g->action == DDL_GEN_STOP ? "stop"
                                                                                       : "finish",
                   g->gen);
-        if (s->wpid && s->idle && g->action != DDL_GEN_RESTART) {
+        if (g->action == DDL_GEN_RESTART && keep_warm(s))
+            ; /* the worker rejoins the new generation itself */
+        else if (s->wpid && s->idle && g->action != DDL_GEN_RESTART) {
             kill(s->wpid, SIGKILL); /* never released: nothing of the user's runs yet */
         } else if (s->wpid && !s->idle && g->action != DDL_GEN_FINISH) {
             kill(s->wpid, SIGTERM);
             s->kill_at = ddl_now_ms() + grace_ms;
         }
+    } else if (m.type == DDL_MSG_WARM) {
+        if (s->wpid && !s->idle && m.u.warm.on && !s->warm)
+            ddl_debug("rank %ld: worker %d opted in to warm restarts (generation %u)", rank,
+                      (int)s->wpid, m.u.warm.gen);
+        else if (s->wpid && !s->idle && !m.u.warm.on && s->warm)
+            ddl_warn("rank %ld: worker %d withdrew from warm restarts (generation %u): it is "
+                     "restarted cold", rank, (int)s->wpid, m.u.warm.gen);
+        s->warm = s->wpid && !s->idle && m.u.warm.on;
     } else if (m.type == DDL_MSG_ERROR) {
         ddl_warn("rank %ld: the agent says: %s", rank, m.u.error.text);
     }
@@ -785,7 +828,7 @@ static int restart(sup_t *s, beats_t *b)
         ddl_info("task %ld: worker restarted as rank %ld of %ld (pid %d, generation %u)", rank,
                  world.rank, world.size, (int)pid, cur_gen);
     s->wpid = s->last_pid = pid;
-    s->status = s->hung = s->decided = 0;
+    s->status = s->hung = s->decided = s->warm = 0;
     s->kill_at = s->respawn_at = 0;
     tell(DDL_RANK_RUNNING, pid, 0);
     return 0;

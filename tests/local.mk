@@ -85,6 +85,7 @@ INTEGRATION_TESTS = \
     tests/integration/t0034-gradx.t \
     tests/integration/t0037-ckpt-local.t \
     tests/integration/t0035-straggler.t \
+    tests/integration/t0036-warm.t \
     tests/integration/t0040-man.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh \
@@ -191,6 +192,11 @@ tests/integration/t0038-slurm-ckpt-local.log: tests/integration/t0032-slurm-pree
 # slowed by 20 % named by the leader.  One cluster at a time: after t0038.
 INTEGRATION_TESTS += tests/integration/t0035-straggler-slurm.t
 tests/integration/t0035-straggler-slurm.log: tests/integration/t0038-slurm-ckpt-local.log
+
+# Warm restart in place under srun --ddl (2 nodes); one cluster at a time:
+# after t0035-straggler-slurm.
+INTEGRATION_TESTS += tests/integration/t0039-slurm-warm.t
+tests/integration/t0039-slurm-warm.log: tests/integration/t0035-straggler-slurm.log
 EXTRA_DIST += tests/slurm/lib-cluster.sh
 
 # The event loop of the agent, ddlrun and ddl-launch (common/evloop.c):

@@ -43,6 +43,8 @@ typedef enum {
     DDL_INPROGRESS = 1,           /* operation not complete yet */
     DDL_STOP = 2,                 /* ddl_should_stop(): checkpoint now and exit with
                                    * DDL_EXIT_STOPPED (not an error) */
+    DDL_RESTART = 3,              /* after ddl_warm_enable(): the agents started a new
+                                   * generation; call ddl_rejoin() (not an error) */
     DDL_ERR_INVALID = -1,         /* bad argument (NULL buffer, bad root...) */
     DDL_ERR_NOMEM = -2,           /* out of memory */
     DDL_ERR_NOT_INITIALIZED = -3, /* ddl_init() was not called, or failed */
@@ -181,6 +183,68 @@ ddl_status_t ddl_heartbeat(int64_t step);
  * DDL_ERR_ABORTED when the world was aborted (a failure elsewhere, or this
  * rank lost its node's agent) while it waited or before. */
 ddl_status_t ddl_should_stop(int64_t step);
+
+/* Warm restart in place.  By default, after a failure anywhere in the step
+ * (a rank crashed or hung, a node lost), every worker process is killed and
+ * started again (a cold restart: it reloads its checkpoint from disk).  A
+ * program that can rebuild its state in place opts in with
+ * ddl_warm_enable(): from then on its live workers are kept on a new
+ * generation; only the processes that died are started again (a spare's
+ * fresh worker, or the killed rank's), and they join the same generation.
+ *
+ * When the agents end a generation, every collective in flight or started
+ * afterwards, and ddl_should_stop(), return DDL_RESTART on a rank that
+ * opted in (DDL_ERR_ABORTED otherwise, as before).  The program then calls
+ * ddl_rejoin(), which returns the new world communicator (the rank and
+ * size may have changed: a smaller world, or a spare's node in a lost
+ * one's place), reloads its last committed checkpoint (from memory if it
+ * kept one, from disk otherwise) and goes on from that step.
+ *
+ * If anything fails on the warm path (the new generation's exchange times
+ * out, a second failure, a peer of another version) the rank withdraws:
+ * ddl_rejoin() returns the error and the program must exit (non-zero); its
+ * supervisor then restarts it cold, as without the opt-in.  A worker is
+ * never kept on a new generation unless its libddl rejoins it.
+ *
+ * ddl_warm_enable: opt this process in.  Call after ddl_init(), before the
+ * training loop, from the thread that runs the collectives.  Blocking: one
+ * round trip to the node's agent (milliseconds).  Not thread-safe.  Returns
+ * DDL_OK; DDL_ERR_NOT_INITIALIZED; DDL_ERR_UNSUPPORTED when restarts are
+ * not supervised here (a world of one, no agent, a step without recovery,
+ * or a program started through a wrapper that forks it: ddl-launch would
+ * not recognise its worker); DDL_ERR_BOOTSTRAP when the agent cannot be
+ * reached.  On any error restarts stay cold and the program may go on. */
+ddl_status_t ddl_warm_enable(void);
+
+/* ddl_restart_pending: 1 when the agents ended this rank's generation and
+ * ddl_rejoin() is due (a collective returned DDL_RESTART, or will), else 0.
+ * Thread-safe, never blocks. */
+int ddl_restart_pending(void);
+
+/* ddl_rejoin: leave the ended generation and join the new one.  Tears down
+ * the old world (UCX endpoints, the node's NCCL communicator, every
+ * communicator split from the world, memory registrations, requests in
+ * flight: all invalid afterwards), waits for the agents' decision if it has
+ * not come yet, then redoes ddl_init()'s exchange with the new membership.
+ * On DDL_OK, *world (if not NULL) is the new world communicator (also
+ * ddl_comm_world()), and ddl_rank(), ddl_size(), ddl_node_id() and
+ * ddl_num_nodes() give the new place; RANK, WORLD_SIZE, DDL_RANK and the
+ * like in the environment are updated.  The program then reloads its last
+ * committed checkpoint (ddl_ckpt_latest() says which step every rank
+ * agrees on) and calls ddl_heartbeat() and the collectives as after
+ * ddl_init().  An asynchronous checkpoint still in flight is abandoned.
+ *
+ * Blocking: until every rank of the new generation has joined, at most
+ * DDL_BOOTSTRAP_TIMEOUT seconds (default 60).  Call from the thread that
+ * runs the collectives, with no other libddl call in flight.  Not
+ * thread-safe (it changes the environment).  Returns DDL_OK;
+ * DDL_ERR_NOT_INITIALIZED; DDL_ERR_INVALID without ddl_warm_enable() or
+ * when no new generation is due (the world is not aborted); DDL_ERR_TIMEOUT
+ * when no decision came; DDL_ERR_BOOTSTRAP (or another error of ddl_init)
+ * when the exchange failed.  On an error libddl is left uninitialised and
+ * this rank has withdrawn from warm restarts: exit non-zero, to be
+ * restarted cold. */
+ddl_status_t ddl_rejoin(ddl_comm_t **world);
 
 /* ddl_gpu_count: the CUDA devices libddl can use in this process: 0 when
  * it was built without CUDA, or there is no GPU or no driver (then every

@@ -127,6 +127,7 @@ typedef struct {
     long slow_rank;       /* --slow-rank: the rank --slow-pct slows, -1 none */
     long slow_pct;        /* --slow-pct: its extra compute, percent */
     long slow_steps;      /* --slow-steps: only the first N steps, 0: all */
+    int warm;             /* --warm-restart: ddl_warm_enable() */
 } options_t;
 
 enum { COMM_FULL, COMM_SFB, COMM_AUTO };
@@ -242,6 +243,10 @@ static void usage(FILE *f)
             "                   (1..1000) of its previous step's compute (with --pace)\n"
             "                   (for tests of the agents' straggler detection)\n"
             "  --slow-steps N   ...only in the first N steps of the run (default: all)\n"
+            "  --warm-restart   after a failure elsewhere, stay running: rejoin the new\n"
+            "                   generation and go on from the last committed checkpoint,\n"
+            "                   kept in memory (ddl_warm_enable; CPU, --comm full,\n"
+            "                   --overlap 0, synchronous checkpoints)\n"
             "  --device cpu|cuda\n"
             "                   where to train: the CPU with OpenBLAS (default), or\n"
             "                   this rank's GPU with cuBLAS (exit 77 if there is none)\n"
@@ -321,7 +326,7 @@ static void parse_options(int argc, char **argv, options_t *o)
     enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_SEED,
            OPT_LIMIT, OPT_CKPT_EVERY, OPT_CKPT_DIR, OPT_CKPT_ASYNC, OPT_DEVICE,
            OPT_HIDDEN, OPT_COMM, OPT_OVERLAP, OPT_PACE, OPT_SLOW_RANK, OPT_SLOW_PCT,
-           OPT_SLOW_STEPS, OPT_HELP };
+           OPT_SLOW_STEPS, OPT_WARM, OPT_HELP };
     static const struct option longopts[] = {
         {"data", required_argument, NULL, OPT_DATA},
         {"epochs", required_argument, NULL, OPT_EPOCHS},
@@ -341,6 +346,7 @@ static void parse_options(int argc, char **argv, options_t *o)
         {"slow-rank", required_argument, NULL, OPT_SLOW_RANK},
         {"slow-pct", required_argument, NULL, OPT_SLOW_PCT},
         {"slow-steps", required_argument, NULL, OPT_SLOW_STEPS},
+        {"warm-restart", no_argument, NULL, OPT_WARM},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -405,6 +411,9 @@ static void parse_options(int argc, char **argv, options_t *o)
         case OPT_SLOW_STEPS:
             o->slow_steps = parse_long_opt("slow-steps", optarg, 1, 100000000);
             break;
+        case OPT_WARM:
+            o->warm = 1;
+            break;
         case OPT_CKPT_DIR:
             if (!*optarg)
                 bad_option("checkpoint-dir", optarg, "a directory");
@@ -454,6 +463,9 @@ static void parse_options(int argc, char **argv, options_t *o)
                     o->overlap))
         die(2, "--device cuda trains only the default model, with --hidden %d --comm full "
             "--overlap 0", N_HID);
+    if (o->warm && (o->cuda || o->comm != COMM_FULL || o->overlap || o->ckpt_async))
+        die(2, "--warm-restart: only on the CPU with --comm full --overlap 0 and synchronous "
+            "checkpoints (drop --device cuda, --comm, --overlap 1 or --checkpoint-async)");
 #ifndef FMNIST_CUDA
     if (o->cuda)
         die(EXIT_NO_GPU, "--device cuda: this program is built without CUDA: run "
@@ -776,9 +788,9 @@ static void ckpt_failed(const char *what, int64_t step, ddl_status_t st)
  * mode a failure of the previous background write surfaces at this begin
  * (the step it names is the previous one), and this one is then started
  * again. */
-static void save_checkpoint(ddl_comm_t *comm, const char *dir, int64_t iter, int async,
-                            const float *params, const float *velocity, const double *stats,
-                            const int32_t *modes, int nmodes)
+static ddl_status_t save_checkpoint(ddl_comm_t *comm, const char *dir, int64_t iter, int async,
+                                    const float *params, const float *velocity,
+                                    const double *stats, const int32_t *modes, int nmodes)
 {
     ddl_ckpt_t *ck;
     unsigned flags = async ? DDL_CKPT_ASYNC : 0;
@@ -789,7 +801,7 @@ static void save_checkpoint(ddl_comm_t *comm, const char *dir, int64_t iter, int
     }
     if (st != DDL_OK) {
         ckpt_failed("checkpoint", iter, st);
-        return;
+        return st;
     }
     ddl_ckpt_write(ck, "params", params, N_PARAMS * sizeof *params);
     ddl_ckpt_write(ck, "velocity", velocity, N_PARAMS * sizeof *velocity);
@@ -798,6 +810,7 @@ static void save_checkpoint(ddl_comm_t *comm, const char *dir, int64_t iter, int
         ddl_ckpt_write(ck, "comm-modes", modes, (size_t)nmodes * sizeof *modes);
     if ((st = ddl_ckpt_commit(ck)) != DDL_OK)
         ckpt_failed("checkpoint", iter, st);
+    return st;
 }
 
 /* ---------------------------------------------------------------- exchange */
@@ -1083,6 +1096,24 @@ int main(int argc, char **argv)
     if (!comm)
         die(1, "ddl_comm_world failed: no world communicator after ddl_init");
     int rank = ddl_rank(), size = ddl_size();
+    /* --warm-restart: after a failure elsewhere this process stays; the last
+     * committed checkpoint is kept in memory for it */
+    int warm = 0, resumed = 0;
+    if (opt.warm) {
+        ddl_status_t ws = ddl_warm_enable();
+        warm = ws == DDL_OK;
+        if (!warm && rank == 0)
+            say("fmnist-train: --warm-restart: %s: %s; restarts stay cold\n",
+                ddl_status_str(ws), ddl_last_error());
+    }
+/* CALL: a libddl call in the training: DDL_RESTART (warm) goes to rejoin */
+#define CALL(expr, what)                                                                  \
+    do {                                                                                  \
+        ddl_status_t st_ = (expr);                                                        \
+        if (st_ == DDL_RESTART && warm)                                                   \
+            goto rejoin;                                                                  \
+        check(st_, what);                                                                 \
+    } while (0)
     if (opt.cuda && ddl_gpu_count() <= 0) /* libddl built without CUDA, or lost it */
         die(EXIT_NO_GPU, "--device cuda: no usable GPU (libddl sees 0 CUDA devices)");
 
@@ -1114,16 +1145,29 @@ int main(int argc, char **argv)
     const size_t nbatches = (ntrain + batch - 1) / batch;
     int64_t iter = 0; /* iterations done: the checkpoint step */
     int32_t modes[MAX_HIDDEN + 1] = {0}; /* per layer: DDL_GRADX_*, 0: --comm decides */
+    /* --warm-restart: the last committed checkpoint, as this rank wrote it */
+    float *mem_params = warm ? xcalloc(N_PARAMS, sizeof *params) : NULL;
+    float *mem_velocity = warm ? xcalloc(N_PARAMS, sizeof *velocity) : NULL;
+    double mem_stats[3] = {0.0, 0.0, 0.0};
+    int64_t mem_iter = -1;
+    int mem_rank = -1, mem_size = -1;
     char from[PATH_MAX]; /* where this rank's shard is: the checkpoint level's directory */
     int level = DDL_CKPT_LEVEL_SHARED;
     const int levels = opt.ckpt_dir && getenv("DDL_CKPT_LOCAL_DIR") && *getenv("DDL_CKPT_LOCAL_DIR");
+resume:
+    if (resumed) { /* a warm restart: the state of a fresh start, then the checkpoint's */
+        memset(velocity, 0, N_PARAMS * sizeof *velocity);
+        memset(stats, 0, sizeof stats);
+        memset(modes, 0, sizeof modes);
+        iter = 0;
+    }
     if (levels) {
         /* the node-local level: this node, a partner's copy, or the shared directory */
         ddl_status_t st = ddl_ckpt_restore(comm, opt.ckpt_dir, &iter, from, sizeof from, &level);
         if (st == DDL_ERR_IO)
             die(DDL_EXIT_NO_CHECKPOINT, "ddl_ckpt_restore failed: %s: exit status %d (no "
                 "restart)", ddl_last_error(), DDL_EXIT_NO_CHECKPOINT);
-        check(st, "ddl_ckpt_restore");
+        CALL(st, "ddl_ckpt_restore");
         if (iter < 0)
             iter = 0;
     } else if (opt.ckpt_dir) {
@@ -1132,9 +1176,19 @@ int main(int argc, char **argv)
         if (iter < 0)
             iter = 0;
     }
-    if (iter > 0) {
+    if (iter > 0 && resumed && iter == mem_iter && rank == mem_rank && size == mem_size) {
+        /* a warm restart: the committed checkpoint is the one this rank kept */
+        memcpy(params, mem_params, N_PARAMS * sizeof *params);
+        memcpy(velocity, mem_velocity, N_PARAMS * sizeof *velocity);
+        memcpy(stats, mem_stats, sizeof stats);
+        say("rank %d: warm restart %d: rank %d of %d, from checkpoint step %lld in memory\n",
+            rank, resumed, rank, size, (long long)iter);
+    } else if (iter > 0) {
         /* every rank reads its own shard: the same weights and momentum,
          * its own partial statistics of the epoch */
+        if (resumed)
+            say("rank %d: warm restart %d: rank %d of %d, from checkpoint step %lld on disk\n",
+                rank, resumed, rank, size, (long long)iter);
         check(ddl_ckpt_read(from, iter, rank, "params", params,
                             N_PARAMS * sizeof *params, NULL), "ddl_ckpt_read params");
         check(ddl_ckpt_read(from, iter, rank, "velocity", velocity,
@@ -1156,9 +1210,12 @@ int main(int argc, char **argv)
                 (long long)(iter % (int64_t)nbatches), opt.ckpt_dir,
                 getenv("DDL_RESTART_COUNT") ? getenv("DDL_RESTART_COUNT") : "0");
     } else {
+        if (resumed)
+            say("rank %d: warm restart %d: rank %d of %d, from the start (no checkpoint)\n",
+                rank, resumed, rank, size);
         if (rank == 0)
             init_params(params, opt.seed);
-        check(ddl_bcast(comm, params, N_PARAMS, DDL_FLOAT32, 0), "ddl_bcast");
+        CALL(ddl_bcast(comm, params, N_PARAMS, DDL_FLOAT32, 0), "ddl_bcast");
     }
     /* --device cuda: the model lives on the GPU from here on; the host
      * copies of params and velocity are refreshed for checkpoints and the
@@ -1168,7 +1225,7 @@ int main(int argc, char **argv)
     if (opt.overlap || opt.comm != COMM_FULL)
         exchange_create(&xc, comm, &opt, (int)shard_max, modes);
 
-    if (rank == 0) {
+    if (rank == 0 && !resumed) {
         char shape[MAX_HIDDEN * 8 + 16];
         size_t o = 0;
         for (int l = 0; l <= net.nl; l++)
@@ -1189,7 +1246,7 @@ int main(int argc, char **argv)
     long steps_run = 0;
     double slow_s = 0; /* --slow-rank: the sleep before the next step */
     for (long epoch = (long)(iter / (int64_t)nbatches); epoch < opt.epochs; epoch++) {
-        check(ddl_barrier(comm), "ddl_barrier");
+        CALL(ddl_barrier(comm), "ddl_barrier");
         double t0 = now_s();
         shuffle(order, train.images.count, opt.seed, epoch);
 
@@ -1234,9 +1291,8 @@ int main(int argc, char **argv)
                 /* on the device buffer, libddl orders the allreduce after the
                  * work queued on the default stream, and the update after it */
                 double tc = now_s();
-                check(ddl_allreduce(comm, DDL_IN_PLACE, gbuf, N_PARAMS, DDL_FLOAT32,
-                                    DDL_SUM),
-                      "ddl_allreduce");
+                CALL(ddl_allreduce(comm, DDL_IN_PLACE, gbuf, N_PARAMS, DDL_FLOAT32, DDL_SUM),
+                     "ddl_allreduce");
                 comm_s += now_s() - tc;
                 if (gpu) {
                     gpu_update(gpu, lr, mu);
@@ -1254,9 +1310,18 @@ int main(int argc, char **argv)
             if (opt.ckpt_every && iter % opt.ckpt_every == 0) {
                 if (gpu)
                     gpu_fetch(gpu, params, velocity, stats);
-                save_checkpoint(comm, opt.ckpt_dir, iter, opt.ckpt_async, params, velocity,
-                                stats, xc.gx ? modes : NULL, net.nl);
+                ddl_status_t cst = save_checkpoint(comm, opt.ckpt_dir, iter, opt.ckpt_async,
+                                                   params, velocity, stats,
+                                                   xc.gx ? modes : NULL, net.nl);
                 saved = 1;
+                if (warm && cst == DDL_OK) { /* committed: kept for a warm restart */
+                    memcpy(mem_params, params, N_PARAMS * sizeof *params);
+                    memcpy(mem_velocity, velocity, N_PARAMS * sizeof *velocity);
+                    memcpy(mem_stats, stats, sizeof stats);
+                    mem_iter = iter;
+                    mem_rank = rank;
+                    mem_size = size;
+                }
             }
             if (opt.pace_ms > 0) {
                 struct timespec pace = {opt.pace_ms / 1000, (opt.pace_ms % 1000) * 1000000L};
@@ -1265,6 +1330,8 @@ int main(int argc, char **argv)
             /* The job is being stopped (time limit, preemption, ddlrun's SIGTERM):
              * every rank gets DDL_STOP at the same step; commit it and exit. */
             ddl_status_t sst = ddl_should_stop(iter);
+            if (sst == DDL_RESTART && warm)
+                goto rejoin;
             if (sst == DDL_STOP)
                 stop_here(comm, &opt, gpu, iter, saved, params, velocity, stats,
                           xc.gx ? modes : NULL, net.nl);
@@ -1282,8 +1349,7 @@ int main(int argc, char **argv)
         } else {
             stats[2] = evaluate(params, &test, tlo, thi, &w);
         }
-        check(ddl_allreduce(comm, DDL_IN_PLACE, stats, 3, DDL_FLOAT64, DDL_SUM),
-              "ddl_allreduce");
+        CALL(ddl_allreduce(comm, DDL_IN_PLACE, stats, 3, DDL_FLOAT64, DDL_SUM), "ddl_allreduce");
         test_acc = 100.0 * stats[2] / (double)ntest;
         if (rank == 0)
             say("epoch %ld/%ld  loss %.4f  train-acc %.2f%%  test-acc %.2f%%  "
@@ -1300,10 +1366,9 @@ int main(int argc, char **argv)
                                    (uInt)(N_PARAMS * sizeof *params));
     say("rank %d: weights crc32 0x%08x\n", rank, crc);
     int64_t crc0 = crc;
-    check(ddl_bcast(comm, &crc0, 1, DDL_INT64, 0), "ddl_bcast");
+    CALL(ddl_bcast(comm, &crc0, 1, DDL_INT64, 0), "ddl_bcast");
     double differ = (int64_t)crc != crc0 ? 1.0 : 0.0;
-    check(ddl_allreduce(comm, DDL_IN_PLACE, &differ, 1, DDL_FLOAT64, DDL_SUM),
-          "ddl_allreduce");
+    CALL(ddl_allreduce(comm, DDL_IN_PLACE, &differ, 1, DDL_FLOAT64, DDL_SUM), "ddl_allreduce");
     long ndiffer = lround(differ);
     if (rank == 0) {
         if (ndiffer == 0)
@@ -1316,6 +1381,8 @@ int main(int argc, char **argv)
 
     gpu_free(gpu);
     work_free(&w);
+    free(mem_params);
+    free(mem_velocity);
     free(order);
     free(velocity);
     free(grads);
@@ -1332,4 +1399,23 @@ int main(int argc, char **argv)
     }
     check(ddl_finalize(), "ddl_finalize");
     return ndiffer == 0 ? 0 : 1;
+
+rejoin: /* --warm-restart: the agents started a new generation */
+    {
+        int old_rank = rank;
+        ddl_status_t rs = ddl_rejoin(&comm);
+        if (rs != DDL_OK) /* exit: the supervisor restarts this rank cold */
+            die(1, "ddl_rejoin failed: %s: %s", ddl_status_str(rs), ddl_last_error());
+        rank = ddl_rank();
+        size = ddl_size();
+        if (rank != old_rank)
+            say("rank %d: now rank %d of %d\n", old_rank, rank, size);
+        shard_max = (batch + (size_t)size - 1) / (size_t)size;
+        rows = shard_max > EVAL_ROWS ? shard_max : EVAL_ROWS;
+        work_free(&w);
+        work_init(&w, rows);
+        resumed++;
+        goto resume;
+    }
+#undef CALL
 }

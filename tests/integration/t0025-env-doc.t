@@ -18,11 +18,11 @@ else
 fi
 
 # every "DDL_X" string literal in the programs and libraries is a variable
-# of the table (the status and operation names DDL_OK, DDL_STOP, DDL_ERR_*, DDL_AVG... aside)
+# of the table (the status and operation names DDL_OK, DDL_STOP, DDL_RESTART, DDL_ERR_*, DDL_AVG... aside)
 cut -d'`' -f2 "$T_TMP/table" | grep '^DDL_' | sort -u >"$T_TMP/names"
 (cd "$top_srcdir" && grep -rhoE '"DDL_[A-Z0-9_]+' collectives launcher agent plugins common \
     examples --include='*.c' --include='*.h' --include='*.cu') | tr -d '"' |
-    grep -vE '^DDL_(OK|ERR_.*|INPROGRESS|STOP|BIND_|SUM|AVG|PROD|MIN|MAX)$' | sort -u >"$T_TMP/used"
+    grep -vE '^DDL_(OK|ERR_.*|INPROGRESS|STOP|RESTART|BIND_|SUM|AVG|PROD|MIN|MAX)$' | sort -u >"$T_TMP/used"
 missing=$(comm -23 "$T_TMP/used" "$T_TMP/names" | tr '\n' ' ')
 t_ok "$([ -z "$missing" ] && echo 0 || echo 1)" "every DDL_* variable the sources use is in common/ddl_env.def"
 [ -z "$missing" ] || t_diag "not in the table: $missing"

@@ -136,7 +136,7 @@ same "ddl.conf(5)'s keys are those common/conf.c reads" "$T_TMP/want" "$T_TMP/go
 sed -n 's/^DDL_ENV(\(DDL_[A-Z0-9_]*\),.*/\1/p' "$top_srcdir/common/ddl_env.def" | sort -u >"$T_TMP/env"
 for p in $PAGES; do
     grep -ohE 'DDL_[A-Z0-9_]+' "$MAN/$p" |
-        grep -vE '^DDL_(OK|INPROGRESS|STOP|ERR_[A-Z_]+|FLOAT(16|32|64)|BFLOAT16|INT(32|64)|UINT8|SUM|PROD|MIN|MAX|AVG|IN_PLACE)$'
+        grep -vE '^DDL_(OK|INPROGRESS|STOP|RESTART|ERR_[A-Z_]+|FLOAT(16|32|64)|BFLOAT16|INT(32|64)|UINT8|SUM|PROD|MIN|MAX|AVG|IN_PLACE)$'
 done | sort -u >"$T_TMP/named"
 unknown=$(comm -23 "$T_TMP/named" "$T_TMP/env" | tr '\n' ' ')
 t_is "$unknown" "" "every DDL_* variable the man pages name is in common/ddl_env.def"

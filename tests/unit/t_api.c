@@ -52,6 +52,11 @@ int main(void)
 
     is(ddl_init(), DDL_OK, "ddl_init alone: a world of one");
     is(ddl_init(), DDL_ERR_ALREADY, "second ddl_init");
+    is(ddl_warm_enable(), DDL_ERR_UNSUPPORTED, "ddl_warm_enable in a world of one (no agent)");
+    ok(strstr(ddl_last_error(), "ddlrun") != NULL, "... says how to start the program: %s",
+       ddl_last_error());
+    is(ddl_rejoin(NULL), DDL_ERR_INVALID, "ddl_rejoin without ddl_warm_enable");
+    is(ddl_restart_pending(), 0, "no restart pending");
     ok(ddl_rank() == 0 && ddl_size() == 1 && ddl_local_rank() == 0 && ddl_local_size() == 1 &&
            ddl_node_id() == 0 && ddl_num_nodes() == 1,
        "identity of a world of one");
@@ -206,6 +211,9 @@ int main(void)
     ok(strncmp(ddl_status_str(DDL_ERR_CUDA), "DDL_ERR_CUDA", 12) == 0, "status string for CUDA");
     ok(strncmp(ddl_status_str(DDL_STOP), "DDL_STOP", 8) == 0, "status string for STOP");
     ok(ddl_should_stop(0) == DDL_ERR_NOT_INITIALIZED, "ddl_should_stop before ddl_init");
+    ok(strncmp(ddl_status_str(DDL_RESTART), "DDL_RESTART", 11) == 0, "status string for RESTART");
+    is(ddl_warm_enable(), DDL_ERR_NOT_INITIALIZED, "ddl_warm_enable before ddl_init");
+    is(ddl_rejoin(NULL), DDL_ERR_NOT_INITIALIZED, "ddl_rejoin before ddl_init");
     ok(strncmp(ddl_status_str((ddl_status_t)-999), "DDL_ERR_UNKNOWN", 15) == 0,
        "status string for an unknown code");
     ok(strcmp(DDL_VERSION_STRING, "") != 0, "version string: %s", DDL_VERSION_STRING);

@@ -862,6 +862,32 @@ static void test_stop(void)
     is_str(ddl_msg_type_str(DDL_MSG_STOP_AT), "STOP_AT", "the new types have names");
 }
 
+/* WARM (minor 9): warm restart in place; types 21-22 are reserved */
+static void test_warm(void)
+{
+    ddl_msg_t in = {.type = DDL_MSG_WARM}, out;
+    in.u.warm.gen = 3;
+    in.u.warm.rank = 9;
+    in.u.warm.on = 1;
+    in.u.warm.node_id = 4;
+    round_trip(&in, &out);
+    ok(out.type == DDL_MSG_WARM && out.u.warm.gen == 3 && out.u.warm.rank == 9 &&
+           out.u.warm.on == 1 && out.u.warm.node_id == 4,
+       "WARM fields survive");
+    ddl_msg_clear(&out);
+    uint8_t *f;
+    size_t len;
+    f = encode(&in, &len);
+    set_u32(f + 8, (uint32_t)(len - DDL_PROTO_HDR_LEN - 2)); /* the node id cut short */
+    expect_malformed(f, len - 2, "WARM cut short", "node");
+    free(f);
+    is_str(ddl_msg_type_str(DDL_MSG_WARM), "WARM", "WARM has a name");
+    is_str(ddl_msg_type_str(21), "unknown", "type 21 (reserved) is unknown here");
+    in = (ddl_msg_t){.type = 22};
+    errno = 0;
+    ok(ddl_proto_encode(&in, &f, &len) == -1 && errno == EINVAL, "type 22 does not encode");
+}
+
 static void test_encode_errors(void)
 {
     uint8_t *f;
@@ -1035,6 +1061,7 @@ int main(void)
     test_malformed();
     test_encode_errors();
     test_stop();
+    test_warm();
     test_socket_io();
     is_str(ddl_rank_state_str(DDL_RANK_RUNNING), "running", "state names");
     is_str(ddl_rank_state_str(99), "unknown", "unknown state name");
