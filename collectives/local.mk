@@ -52,7 +52,7 @@ collectives_libddl_la_CFLAGS = $(AM_CFLAGS)
 collectives_libddl_la_LIBADD = collectives/libddlalgo.la collectives/libddlucx.la \
     collectives/libddlreduce.la common/libddlcommon.la $(UCX_LIBS) $(PTHREAD_LIBS) -lm
 collectives_libddl_la_LDFLAGS = $(AM_LDFLAGS) -version-info $(DDL_LT_VERSION) \
-    -export-symbols-regex '^ddl_(init|finalize|rank|size|local_rank|local_size|node_id|num_nodes|comm_world|comm_node|comm_cross|comm_split|comm_free|comm_rank|comm_size|comm_abort|mem_register|mem_deregister|mem_alloc|mem_free|gpu_count|heartbeat|should_stop|i?allreduce|i?bcast|i(allreduce|bcast|reduce_scatter|allgather|warm_enable|rejoin|restart_pending)_stream|i?barrier|i?reduce_scatter|i?allgather|i?reduce|test|wait|request_free|status_str|last_error|dtype_size|ckpt_(begin|write|commit|wait|abort|latest|read|cleanup|restore)|gradx_(create|add_layer|add_fc|commit|layer_sfb|push|push_factors|wait|stats|posts|free))$$'
+    -export-symbols-regex '^ddl_(init|finalize|rank|size|local_rank|local_size|node_id|num_nodes|comm_world|comm_node|comm_cross|comm_split|comm_free|comm_rank|comm_size|comm_abort|mem_register|mem_deregister|mem_alloc|mem_free|gpu_count|heartbeat|should_stop|i?allreduce|i?bcast|i(allreduce|bcast|reduce_scatter|allgather)_stream|i?barrier|i?reduce_scatter|i?allgather|i?reduce|test|wait|request_free|warm_enable|rejoin|restart_pending|status_str|last_error|dtype_size|ckpt_(begin|write|commit|wait|abort|latest|read|cleanup|restore)|gradx_(create|add_layer|add_fc|commit|layer_sfb|push|push_factors|wait|stats|posts|free))$$'
 include_HEADERS = collectives/include/ddl.h
 nodist_include_HEADERS = collectives/include/ddl_version.h
 EXTRA_DIST += collectives/README.md
