@@ -5,10 +5,23 @@
  * a pipe in DDL_HEARTBEAT_FD; the first worker of a Slurm task, forked
  * before its supervisor could make a pipe, gets the name of a FIFO that the
  * supervisor holds open in DDL_HEARTBEAT_PATH instead.  Records on the
- * channel are ddl_beat_rec_t (proto.h).
+ * channel are ddl_beat_rec_t, below.
  */
 #ifndef DDL_BEAT_H
 #define DDL_BEAT_H
+
+#include <stdint.h>
+
+/* One heartbeat, worker (libddl) -> its ddl-launch: fixed records in host
+ * byte order (both ends are on the same machine), written whole with one
+ * write(2) (smaller than PIPE_BUF, so never split). */
+typedef struct {
+    uint64_t collectives; /* collectives started so far */
+    int64_t step;         /* last ddl_heartbeat() step, -1: none */
+    /* at that ddl_heartbeat() call (0 and 0 from `ddl-agent heartbeat`): */
+    int64_t at_ns;        /* the worker's CLOCK_MONOTONIC, ns */
+    uint64_t wait_ns;     /* ns spent waiting in collectives so far */
+} ddl_beat_rec_t;
 
 /* ddl_beat_channel_open: the channel named by the environment: the
  * descriptor in DDL_HEARTBEAT_FD when it is a number from 3 to

@@ -95,16 +95,6 @@ const char *ddl_rank_state_str(int state);
 /* Placement strings as ddl-launch reports them (longer ones are cut). */
 #define DDL_PLACE_LEN 128
 
-/* Heartbeats, worker (libddl) -> its ddl-launch, over the pipe in
- * DDL_HEARTBEAT_FD: fixed records in host byte order (same machine). */
-typedef struct {
-    uint64_t collectives; /* collectives started so far */
-    int64_t step;         /* last ddl_heartbeat() step, -1: none */
-    /* at that ddl_heartbeat() call (0 and 0 from `ddl-agent heartbeat`): */
-    int64_t at_ns;        /* the worker's CLOCK_MONOTONIC, ns */
-    uint64_t wait_ns;     /* ns spent waiting in collectives so far */
-} ddl_beat_rec_t;
-
 /* "never heard of" in the *_heard_ms ages below. */
 #define DDL_HEARD_NEVER UINT32_MAX
 

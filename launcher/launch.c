@@ -71,6 +71,7 @@
 #include "env.h"
 #include "evloop.h"
 #include "log.h"
+#include "beat.h"
 #include "proto.h"
 #include "rank_env.h"
 #include "respawn.h"
