@@ -101,6 +101,18 @@ static int stop_signal(int sig)
     return sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2;
 }
 
+/* parent_sig: the signal the kernel sends when our parent's thread that
+ * forked us ends (PR_SET_PDEATHSIG).  Not SIGTERM: that thread may end
+ * while its process lives on, and when slurmstepd is killed its threads end
+ * one by one, so getppid() can still name it when the signal comes; as a
+ * SIGTERM it looked like Slurm's own stop signal, and a crashed node's task
+ * asked the agents to stop the whole step instead of being lost with its
+ * node.  A real signal, not a stop request: handled in sup_round. */
+static int parent_sig(void)
+{
+    return SIGRTMIN + 1;
+}
+
 /* Watching the worker's heartbeats (ddl_beat_rec_t, from libddl). */
 typedef struct {
     int fd;           /* read end, -1: not watching */
@@ -539,7 +551,7 @@ static void pass_signal(ddl_evloop_t *loop, ddl_ev_fd_t *w, int fd, short re, vo
     /* Slurm signals the agent itself (it is a process of the step): a stop
      * signal passed on too would be a second request */
     if (read(fd, &si, sizeof si) == sizeof si && si.ssi_signo != SIGCHLD &&
-        !stop_signal((int)si.ssi_signo))
+        !stop_signal((int)si.ssi_signo) && (int)si.ssi_signo != parent_sig())
         kill(*(pid_t *)arg, (int)si.ssi_signo);
 }
 
@@ -940,6 +952,14 @@ static int sup_round(sup_t *s)
     }
     int sig = s->sig;
     s->sig = 0;
+    if (sig && sig == parent_sig()) {
+        if (getppid() == launch_parent) {
+            sig = 0; /* one of its threads ended; the parent lives on */
+        } else {
+            ddl_debug("rank %ld: the parent process %d is gone", rank, (int)launch_parent);
+            sig = SIGTERM; /* not a stop request: the parent changed */
+        }
+    }
     if (sig && sig != SIGCHLD && s->wait_decision && stop_signal(sig) &&
         getppid() == launch_parent) {
         ask_stop(sig); /* the agents stop the step; the worker got it too */
@@ -1196,6 +1216,7 @@ int main(int argc, char **argv)
     sigaddset(&mask, SIGUSR1);
     sigaddset(&mask, SIGUSR2);
     sigaddset(&mask, SIGCONT);
+    sigaddset(&mask, parent_sig());
     sigprocmask(SIG_BLOCK, &mask, NULL);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     if (sfd < 0) {
@@ -1205,9 +1226,9 @@ int main(int argc, char **argv)
     pid_t parent = getppid();
     launch_parent = parent;
     prctl(PR_SET_CHILD_SUBREAPER, 1);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    prctl(PR_SET_PDEATHSIG, parent_sig());
     if (getppid() != parent)
-        raise(SIGTERM); /* parent died before prctl: handled below like a real one */
+        raise(parent_sig()); /* parent died before prctl: handled below like a real one */
 
     pid_t wpid;
     if (slurm) {
