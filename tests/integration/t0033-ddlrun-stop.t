@@ -102,6 +102,17 @@ EOF
 timeout -k 5 60 "$DDLRUN" -n 2 sh "$T_TMP/other.sh" "$T_TOKEN" >"$T_TMP/run.out" 2>"$T_TMP/run.err" &
 pid=$!
 sleep 2
+# the signal a ddl-launch asks for when its parent's forking thread ends
+# (PR_SET_PDEATHSIG): while the parent lives on, neither a stop request nor
+# passed on to the worker (as SIGTERM, it once stopped a whole Slurm step
+# whose slurmstepd was killed on one node)
+sups=$(pgrep -f "ddl-launch.*$T_TOKEN" | tr '\n' ' ')
+t_is "$(echo $sups | wc -w)" 2 "the job's two ddl-launch processes: $sups"
+# shellcheck disable=SC2086
+/bin/kill -s RTMIN+1 $sups
+sleep 1
+t_is "$(pgrep -f "ddl-launch.*$T_TOKEN" | wc -l)" 2 "... SIGRTMIN+1 to them, their parent alive: both still run"
+t_ok "$(grep -q "stopping the step" "$T_TMP/run.err"; [ $? -ne 0 ]; echo $?)" "... and nobody asked to stop the step"
 kill -TERM $pid
 wait $pid
 t_is $? 94 "a program without libddl that exits 94 on SIGTERM: ddlrun exits 94"
