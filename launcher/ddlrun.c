@@ -868,13 +868,16 @@ int main(int argc, char **argv)
     if (r.o.ckpt_dir) /* the agents read it: crash loops, failure summaries */
         setenv("DDL_CHECKPOINT_DIR", r.o.ckpt_dir, 1);
     int brc = plan_binding(&r);
-    if (brc)
+    if (brc) {
+        free(r.nodes);
         return brc;
+    }
     snprintf(r.step, sizeof r.step, "local-%d", (int)getpid());
 
     r.ranks = calloc((size_t)r.ntasks, sizeof *r.ranks);
     if (!r.ranks) {
         ddl_error("out of memory for %d ranks", r.ntasks);
+        free(r.nodes);
         free_binding(&r);
         return 1;
     }
@@ -894,6 +897,9 @@ int main(int argc, char **argv)
     r.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     if (r.sfd < 0) {
         ddl_error("signalfd: %m");
+        free(r.ranks);
+        free(r.nodes);
+        free_binding(&r);
         return 1;
     }
     prctl(PR_SET_CHILD_SUBREAPER, 1);
