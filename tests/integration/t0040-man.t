@@ -176,7 +176,12 @@ same "libddl(3) names every function of ddl.h, and no other" "$T_TMP/api" "$T_TM
 # its example, as printed, compiles against this build and runs on 2 ranks
 awk '/^\.EX/ { n++; next } /^\.EE/ { if (n == 1) exit } n == 1' "$MAN/libddl.3" |
     sed 's/\\e/\\/g; s/\\-/-/g' >"$T_TMP/ex.c"
-if ${CC:-cc} -o "$T_TMP/ex" "$T_TMP/ex.c" -I"$top_srcdir/collectives/include" \
+# a sanitizer build's libddl needs its runtimes first in the program
+san=
+ldd "$top_builddir/collectives/.libs/libddl.so" 2>/dev/null | grep -q 'libasan\.so' &&
+    san="-fsanitize=address,undefined"
+# shellcheck disable=SC2086
+if ${CC:-cc} $san -o "$T_TMP/ex" "$T_TMP/ex.c" -I"$top_srcdir/collectives/include" \
     -I"$top_builddir/collectives/include" -L"$top_builddir/collectives/.libs" -lddl \
     >"$T_TMP/cc" 2>&1; then
     t_ok 0 "libddl(3)'s example compiles"
