@@ -433,7 +433,9 @@ static int proc_stopped(pid_t pid)
     fclose(f);
     buf[n] = '\0';
     const char *st = strrchr(buf, ')');
-    return st && st[1] == ' ' && (st[2] == 'T' || st[2] == 't');
+    /* 'T' only: a tracing stop ('t') is a debugger, or LeakSanitizer
+     * suspending an exiting process for its leak check, not a frozen node */
+    return st && st[1] == ' ' && st[2] == 'T';
 }
 
 /* sweep_frozen: --emulate: a node frozen with SIGSTOP (a crash with its

@@ -26,12 +26,17 @@ done
 AUID=$(id -u $ATT)
 VUID=$(id -u $VIC)
 chmod 755 "$T_TMP"
-# as USER CMD...: run with USER's ids and a clean environment
+# as USER CMD...: run with USER's ids and a clean environment (but for the
+# sanitizer build's settings: scripts/sanitize.sh's suppressions)
 as() {
     local u=$1
     shift
     setpriv --reuid="$u" --regid="$(id -g "$u")" --clear-groups -- \
-        env -i PATH=/usr/bin:/bin HOME=/ "$@"
+        env -i PATH=/usr/bin:/bin HOME=/ \
+        ${LSAN_OPTIONS+"LSAN_OPTIONS=$LSAN_OPTIONS"} ${ASAN_OPTIONS+"ASAN_OPTIONS=$ASAN_OPTIONS"} \
+        ${UBSAN_OPTIONS+"UBSAN_OPTIONS=$UBSAN_OPTIONS"} \
+        ${UCX_MEM_MALLOC_HOOKS+"UCX_MEM_MALLOC_HOOKS=$UCX_MEM_MALLOC_HOOKS"} \
+        ${UCX_MEM_MMAP_HOOK_MODE+"UCX_MEM_MMAP_HOOK_MODE=$UCX_MEM_MMAP_HOOK_MODE"} "$@"
 }
 cleanup_tmp() { rm -rf "/tmp/ddl-$VUID" /tmp/ddl-"$VUID".*; }
 cleanup_tmp
