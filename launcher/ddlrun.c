@@ -869,19 +869,15 @@ int main(int argc, char **argv)
     }
     if (r.o.ckpt_dir) /* the agents read it: crash loops, failure summaries */
         setenv("DDL_CHECKPOINT_DIR", r.o.ckpt_dir, 1);
-    int brc = plan_binding(&r);
-    if (brc) {
-        free(r.nodes);
-        return brc;
-    }
+    if ((code = plan_binding(&r)) != 0)
+        goto out;
+    code = 1;
     snprintf(r.step, sizeof r.step, "local-%d", (int)getpid());
 
     r.ranks = calloc((size_t)r.ntasks, sizeof *r.ranks);
     if (!r.ranks) {
         ddl_error("out of memory for %d ranks", r.ntasks);
-        free(r.nodes);
-        free_binding(&r);
-        return 1;
+        goto out;
     }
     for (int i = 0; i < r.ntasks; i++)
         r.ranks[i].out[0].fd = r.ranks[i].out[1].fd = -1;
@@ -899,20 +895,19 @@ int main(int argc, char **argv)
     r.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     if (r.sfd < 0) {
         ddl_error("signalfd: %m");
-        free(r.ranks);
-        free(r.nodes);
-        free_binding(&r);
-        return 1;
+        goto out;
     }
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
     code = run(&r);
-    for (int i = 0; i < r.ntasks; i++)
+out: /* every way out once the node table exists */
+    for (int i = 0; r.ranks && i < r.ntasks; i++)
         for (int s = 0; s < 2; s++)
             free(r.ranks[i].out[s].buf);
     free(r.ranks);
     free(r.nodes);
     free_binding(&r);
-    close(r.sfd);
+    if (r.sfd >= 0)
+        close(r.sfd);
     return code;
 }

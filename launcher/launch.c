@@ -66,12 +66,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "beat.h"
 #include "ddl_limits.h"
 #include "ddl_version.h"
 #include "env.h"
 #include "evloop.h"
 #include "log.h"
-#include "beat.h"
 #include "proto.h"
 #include "rank_env.h"
 #include "respawn.h"
@@ -952,7 +952,7 @@ static int sup_round(sup_t *s)
     }
     int sig = s->sig;
     s->sig = 0;
-    if (sig && sig == parent_sig()) {
+    if (sig == parent_sig()) {
         if (getppid() == launch_parent) {
             sig = 0; /* one of its threads ended; the parent lives on */
         } else {
