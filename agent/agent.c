@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "agent_int.h"
+#include "fileio.h"
 #include "env.h"
 #include "log.h"
 #include "sock.h"
@@ -624,6 +625,7 @@ static void on_wake(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
     (void)loop;
     (void)t;
     (void)arg;
+    fio_report();
 }
 
 static void on_metrics_timer(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
@@ -772,5 +774,11 @@ out:
     if (a.sfd >= 0)
         close(a.sfd);
     ddl_evloop_free(a.loop);
+    /* the failure summary a user reads once the step has ended */
+    int left = ddl_fio_drain(10000);
+    if (left)
+        ddl_warn("%d failure summar%s still being written after 10 s (a slow or hung file "
+                 "system): not waited for", left, left == 1 ? "y" : "ies");
+    fio_report();
     return a.status;
 }

@@ -46,6 +46,8 @@ typedef struct {
     uint32_t secret_len;
     int exit_when_done;        /* exit once every local rank has ended */
     int heartbeat_ms;          /* between PEER_BEATs to linked agents (0: default) */
+    int detector_fixed;        /* 1: a link is lost after node_timeout_ms of silence, never
+                                * sooner (DDL_DETECTOR=fixed); 0: adaptive (detector.h) */
     /* recovery (srun --ddl, ddlrun --emulate): ranks' supervisors report failures
      * and wait for the leader's decision (a new generation, stop, finish). */
     int supervise;             /* 0: ranks end on their own (a bare agent) */

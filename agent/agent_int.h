@@ -30,6 +30,7 @@
 
 #include "agent.h"
 #include "auth.h"
+#include "detector.h"
 #include "evloop.h"
 #include "policy.h"
 #include "proto.h"
@@ -57,6 +58,7 @@ typedef struct {
     int lib;  /* a worker's libddl (it asked for an exchange): told when its generation ends */
     int64_t opened_ms; /* CONN_TCP_NEW: must authenticate within HELLO_TIMEOUT_MS */
     int64_t heard_ms;  /* CONN_PEER, CONN_LEADER: last message on the link */
+    ddl_det_t det;     /* CONN_PEER, CONN_LEADER: when its silence is a loss (detector.h) */
     uint8_t *in;
     size_t in_len, in_cap;
     uint8_t *out;
@@ -218,6 +220,7 @@ void conn_free(conn_t *c);
 int conn_queue(conn_t *c, const ddl_msg_t *msg);         /* -1: not queued (logged) */
 void reply_error(conn_t *c, int code, const char *text); /* an ERROR, whatever c is */
 void conn_error(conn_t *c, int code, const char *text);  /* none to unauthenticated TCP */
+void fio_report(void); /* log the background file writes' errors (fileio.h) */
 int limited(void);                                       /* may a stranger's warning be logged */
 int conn_read(agent_t *a, conn_t *c);                    /* -1: drop c */
 int conn_flush(conn_t *c);                               /* -1: drop c */

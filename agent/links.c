@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,17 @@ void handle_beat(agent_t *a, conn_t *c, const ddl_msg_t *m)
         a->peers[node].state = DDL_PEER_UP;
         snprintf(a->peers[node].addr, sizeof a->peers[node].addr, "%s", a->leader_addr);
         a->leader_node = node;
+    }
+    int before = c->det.allowed_ms;
+    ddl_det_beat(&c->det, ddl_now_ms());
+    int diff = c->det.allowed_ms - before;
+    if (diff * 10 >= before || -diff * 10 >= before) { /* a change of 10 % or more */
+        double mean, sd;
+        uint32_t longest;
+        ddl_det_stats(&c->det, &mean, &sd, &longest);
+        ddl_debug("node %u's link: silence allowed %.2f s (%u beats: mean %.0f ms, sd %.1f ms, "
+                  "longest %u ms)", node, c->det.allowed_ms / 1000.0, c->det.count, mean, sd,
+                  longest);
     }
     if (m->u.peer_beat.host)
         snprintf(a->peers[node].host, sizeof a->peers[node].host, "%s", m->u.peer_beat.host);
@@ -136,6 +148,7 @@ void handle_auth(agent_t *a, conn_t *c, const ddl_msg_t *m)
     c->kind = CONN_PEER;
     c->node_id = node;
     c->heard_ms = ddl_now_ms();
+    ddl_det_init(&c->det, !o->detector_fixed, a->beat_ms, a->node_timeout_ms);
     peer_t *p = &a->peers[node];
     p->state = DDL_PEER_UP;
     p->heard_at = ddl_now_ms();
@@ -240,6 +253,7 @@ int connect_to(agent_t *a, const char *addr, int timeout_ms)
     c->authed = 1;
     c->node_id = leader;
     c->heard_ms = ddl_now_ms();
+    ddl_det_init(&c->det, !o->detector_fixed, a->beat_ms, a->node_timeout_ms);
     c->rank = -1;
     snprintf(c->ip, sizeof c->ip, "%.*s", (int)strcspn(addr, ":"), addr);
     a->up = c;
@@ -286,17 +300,29 @@ void link_lost(agent_t *a, conn_t *c, const char *how)
     leader_failure(a, &f);
 }
 
-/* check_silence: links quiet for longer than the node timeout are lost. */
+/* pending: bytes wait unread on c's socket (this agent, not the link, was
+ * late: the loop will read them next). */
+static int pending(const conn_t *c)
+{
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    return c->fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+/* check_silence: links quiet for longer than their detector allows
+ * (detector.h; never longer than the node timeout) are lost. */
 void check_silence(agent_t *a)
 {
     int64_t now = ddl_now_ms();
     for (size_t i = a->nconns; i-- > 0;) {
         conn_t *c = a->conns[i];
-        if ((c->kind != CONN_PEER && c->kind != CONN_LEADER) || now - c->heard_ms <= a->node_timeout_ms)
+        if ((c->kind != CONN_PEER && c->kind != CONN_LEADER) ||
+            now <= ddl_det_deadline(&c->det, c->heard_ms) ||
+            (!c->close_after_flush && now - c->heard_ms <= a->node_timeout_ms && pending(c)))
             continue;
-        char how[96];
-        snprintf(how, sizeof how, "was silent for %.1f s (node timeout %.1f s)",
-                 (double)(now - c->heard_ms) / 1000.0, a->node_timeout_ms / 1000.0);
+        char how[128];
+        snprintf(how, sizeof how, "was silent for %.2f s (allowed %.2f s, node timeout %.1f s)",
+                 (double)(now - c->heard_ms) / 1000.0, c->det.allowed_ms / 1000.0,
+                 a->node_timeout_ms / 1000.0);
         link_lost(a, c, how);
         c->heard_ms = INT64_MAX / 2; /* reported: drop it without a second report */
         conn_drop(a, i);
@@ -311,7 +337,7 @@ int silence_due(agent_t *a)
         conn_t *c = a->conns[i];
         if (c->kind != CONN_PEER && c->kind != CONN_LEADER)
             continue;
-        int64_t left = c->heard_ms + a->node_timeout_ms + 1 - now;
+        int64_t left = ddl_det_deadline(&c->det, c->heard_ms) + 1 - now;
         left = left < 0 ? 0 : left;
         due = due < 0 || left < due ? left : due;
     }

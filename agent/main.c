@@ -184,14 +184,18 @@ static int cmd_serve(int argc, char **argv)
     };
     /* the step's heartbeat interval (srun --ddl-heartbeat, ddl.conf); --heartbeat wins */
     if (!o.heartbeat_ms) {
-        if (ddl_env_long(DDLENV_DDL_HEARTBEAT_S, &v, &err) < 0)
+        if (ddl_env_long(DDLENV_DDL_HEARTBEAT_MS, &v, &err) < 0)
             return bad("serve: %s", err.text);
-        if (ddl_env_str(DDLENV_DDL_HEARTBEAT_S))
-            o.heartbeat_ms = (int)v * 1000;
+        if (ddl_env_str(DDLENV_DDL_HEARTBEAT_MS))
+            o.heartbeat_ms = (int)v;
         if (o.heartbeat_ms && o.node_timeout_ms && o.heartbeat_ms >= o.node_timeout_ms)
-            return bad("serve: DDL_HEARTBEAT_S=%ld must be less than --node-timeout %d ms", v,
+            return bad("serve: DDL_HEARTBEAT_MS=%ld must be less than --node-timeout %d ms", v,
                        o.node_timeout_ms);
     }
+    int det;
+    if (ddl_env_enum(DDLENV_DDL_DETECTOR, &det, &err) < 0)
+        return bad("serve: %s", err.text);
+    o.detector_fixed = det == 1;
     if (a.local_ranks && ddl_rank_list_parse(a.local_ranks, &local, &o.nlocal) < 0)
         return bad("serve: --local-ranks: '%s': %s", a.local_ranks, strerror(errno));
     o.local = local;

@@ -21,38 +21,34 @@
 #include <unistd.h>
 
 #include "agent_int.h"
+#include "fileio.h"
 #include "log.h"
 #include "sock.h"
 
 /* ckpt_latest: the latest committed checkpoint of dir (libddl's DIR/latest,
- * which holds the step number; its mtime is the commit's time).  0 and
- * *step, *age_ms; -1 if there is none or it cannot be read. */
+ * which holds the step number; its mtime is the commit's time), read off
+ * the loop (fileio.h): 0 and *step, *age_ms; -1 if there is none or it
+ * cannot be read.  A read that takes longer than DDL_FILEIO_WAIT_MS gives
+ * the last answer, with a warning. */
 int ckpt_latest(const char *dir, int64_t *step, uint32_t *age_ms)
 {
-    char path[4096], buf[32];
-    struct stat st;
-    if (!dir || !*dir || snprintf(path, sizeof path, "%s/latest", dir) >= (int)sizeof path)
-        return -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return -1;
-    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    char *end;
-    errno = 0;
-    long long v = strtoll(buf, &end, 10);
-    if (errno || end == buf || v < 0 || (*end && *end != '\n'))
-        return -1;
-    *step = v;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    int64_t ms = ((int64_t)now.tv_sec - st.st_mtim.tv_sec) * 1000 +
-                 (now.tv_nsec - st.st_mtim.tv_nsec) / 1000000;
-    *age_ms = ms < 0 ? 0 : ms >= (int64_t)DDL_HEARD_NEVER ? DDL_HEARD_NEVER - 1 : (uint32_t)ms;
-    return 0;
+    int stale = 0;
+    int rc = ddl_fio_latest(dir, step, age_ms, &stale);
+    if (stale && limited())
+        ddl_warn("%s/latest did not answer within %d ms (a slow or hung file system): "
+                 "using its last answer; the agent goes on", dir, DDL_FILEIO_WAIT_MS);
+    return rc;
+}
+
+static void log_fio_error(const char *text)
+{
+    ddl_warn("%s", text);
+}
+
+/* fio_report: log what the background writes met. */
+void fio_report(void)
+{
+    ddl_fio_errors(log_fio_error);
 }
 
 /* to_supervisors / to_peers: queue m for this node's rank supervisors, or
@@ -233,7 +229,6 @@ void decide(agent_t *a)
     g->cause = cause;
     ddl_error("%s", cause);
     if (a->ckpt_dir && *a->ckpt_dir) {
-        ddl_error_t err;
         ddl_fail_summary_t s = {
             .step = o->step,
             .gen = f->gen,
@@ -249,8 +244,8 @@ void decide(agent_t *a)
             .restarts_left = (int)(o->restarts - a->pol.restarts_used),
             .detected_ms = ddl_realtime_ms(),
         };
-        if (ddl_fail_summary_write(a->ckpt_dir, &s, &err) < 0)
-            ddl_warn("%s", err.text);
+        if (ddl_fio_summary(a->ckpt_dir, &s) < 0) /* written here instead */
+            fio_report();
     }
     to_peers(a, &m);
     apply_generation(a, &m);

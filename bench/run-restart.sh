@@ -32,6 +32,15 @@
 #          decision to the first step of generation 1, ft-probe restarted
 #          (cold) or kept and rejoined (warm, FT_PROBE_WARM=1), alternating in
 #          the same run.  RESTART_WARM_ONLY=1: only these rows.
+#   detection (RESTART_DETECT_ONLY=1, only this): node1 or node0 (the
+#          leader) of ddlrun --emulate stopped silently, RUNS times each,
+#          idle, then with every CPU saturated (4 busy loops per CPU at the
+#          agents' priority), then with DDL_DETECTOR=fixed (the node timeout,
+#          as before the adaptive detector); p50, p99 (the ceil(0.99 N)-th
+#          value: the maximum below 100 runs) and max.  RESTART_SOAK_S=S
+#          adds S seconds of ddlrun --emulate -n 3 --nodes 3 with the CPUs
+#          saturated and nothing failed: every node-lost line is a false
+#          detection.
 # Slurm: `srun -N2 -n2 sleep` with the task on n2 killed (SIGKILL), and n2
 # crashed (tests/slurm/cluster.sh crash: every process killed, link down):
 # from the kill to srun's first line about it.  Medians, minimum, maximum.
@@ -101,9 +110,12 @@ ddl_case() {
 }
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p' | head -1), $runs runs each, ddlrun -n 4"
-echo "| failure | median ms | min ms | max ms | runs |"
-echo "| --- | ---: | ---: | ---: | ---: |"
-if [ "${RESTART_WARM_ONLY:-0}" != 1 ]; then
+detect=${RESTART_DETECT_ONLY:-0}
+if [ "$detect" != 1 ]; then
+    echo "| failure | median ms | min ms | max ms | runs |"
+    echo "| --- | ---: | ---: | ---: | ---: |"
+fi
+if [ "${RESTART_WARM_ONLY:-0}" != 1 ] && [ "$detect" != 1 ]; then
     ddl_case "worker SIGKILL" KILL
     ddl_case "worker SIGSTOP, --hang-timeout 1" STOP --hang-timeout 1
 fi
@@ -136,6 +148,8 @@ ddl_emu_case() {
             --emulate --spares 1 --restarts 1 "$probe" 50 2>&1 | stamp >"$tmp/log"; } &
         job=$!
         wait_gen0
+        # detection rows: links past their first 16 beats (a young link allows 6)
+        [ "$detect" = 1 ] && sleep 1.5
         k=$([ "$action" = stop-leader ] && echo 0 || echo 1)
         g=$(pgrep -f "ddl-agent serve --socket .*-node$k.sock" | head -1)
         [ -n "$g" ] || { echo "run-restart: no agent for node $k" >&2; exit 1; }
@@ -184,9 +198,65 @@ warm_case() {
     row "ddlrun --emulate: $name, cold: decision to first step" "$tmp/cold"
     row "ddlrun --emulate: $name, warm: decision to first step" "$tmp/warm"
 }
-warm_case "worker SIGKILL" worker
-warm_case "node1 killed, spare node2" node
+if [ "$detect" != 1 ]; then
+    warm_case "worker SIGKILL" worker
+    warm_case "node1 killed, spare node2" node
+fi
 [ "${RESTART_WARM_ONLY:-0}" = 1 ] && exit 0
+
+# hogs start|stop: 4 busy loops per CPU, at the agents' priority
+hogs() {
+    if [ "$1" = start ]; then
+        : >"$tmp/hogs"
+        for _ in $(seq $(($(nproc) * 4))); do
+            sh -c 'while :; do :; done' &
+            echo $! >>"$tmp/hogs"
+        done
+    else
+        kill $(cat "$tmp/hogs") 2>/dev/null || true
+        wait 2>/dev/null || true
+    fi
+}
+
+# pct NAME FILE: p50, p99 (ceil(0.99 N)-th), max of the numbers in FILE
+pct() {
+    sort -n "$2" | awk -v name="$1" '{ t[NR] = $1 }
+        END { if (NR) { k = int(NR * 0.99); if (k < NR * 0.99) k++;
+              printf "| %-64s | %7.0f | %7.0f | %7.0f | %d |\n", name, t[int((NR + 1) / 2)], t[k], t[NR], NR } }'
+}
+
+# soak SECONDS: ddlrun --emulate -n 3 --nodes 3 (ft-probe, allreduces every
+# 10 ms) with nothing failed, run after run until SECONDS have passed;
+# prints the runs and the node-lost lines (false detections).
+soak() {
+    end=$(($(date +%s) + $1))
+    n=0 lost=0
+    while [ "$(date +%s)" -lt "$end" ]; do
+        left=$((end - $(date +%s)))
+        { UCX_TLS=tcp,self timeout -s TERM "$left" "$ddlrun" -n 3 --nodes 3 --emulate --restarts 5 \
+            "$probe" 50 >"$tmp/soak.log" 2>&1; } || true
+        n=$((n + 1))
+        lost=$((lost + $(grep -c 'node-lost' "$tmp/soak.log" || true)))
+        grep 'node-lost' "$tmp/soak.log" | head -3 >&2 || true
+    done
+    echo "# soak: $1 s of ddlrun --emulate -n 3 --nodes 3 with the CPUs saturated, $n run(s): $lost node-lost line(s) (false detections)"
+}
+
+if [ "$detect" = 1 ]; then
+    echo "| silent node loss (ddlrun --emulate -n 2 --nodes 2 --spares 1) | p50 ms | p99 ms | max ms | runs |"
+    echo "| --- | ---: | ---: | ---: | ---: |"
+    row() { pct "$@"; }
+    ddl_emu_case "node1 stopped, idle" stop
+    ddl_emu_case "node0 (the leader) stopped, idle" stop-leader
+    hogs start
+    ddl_emu_case "node1 stopped, CPUs saturated" stop
+    ddl_emu_case "node0 (the leader) stopped, CPUs saturated" stop-leader
+    [ "${RESTART_SOAK_S:-0}" -gt 0 ] && soak "$RESTART_SOAK_S"
+    hogs stop
+    export DDL_DETECTOR=fixed
+    ddl_emu_case "node1 stopped, idle, DDL_DETECTOR=fixed" stop
+    exit 0
+fi
 
 ddl_emu_case "node1 killed (FIN), spare node2" kill
 ddl_emu_case "node1 stopped (silent), spare node2" stop

@@ -33,7 +33,7 @@ static const num_opt_t nums[] = {
     {"nnodes", 'M', 1, DDL_MAX_NODES, "a number of nodes"},
     {"secret-fd", 'S', 0, FD_MAX, "a file descriptor"},
     {"tcp-fd", 'T', 0, FD_MAX, "a file descriptor"},
-    {"heartbeat", 'H', DDL_HEARTBEAT_MIN_MS, DDL_HEARTBEAT_MAX_S * 1000L,
+    {"heartbeat", 'H', DDL_HEARTBEAT_MIN_MS, DDL_HEARTBEAT_MAX_MS,
      "a number of milliseconds"},
     {"restarts", 'R', 0, DDL_MAX_RESTARTS, "a number of restarts"},
     {"crash-loop", 'C', 0, DDL_MAX_RESTARTS, "a number of restarts"},

@@ -21,8 +21,8 @@
  * key that is absent there inherits the top-level value). */
 // clang-format off
 #define DDL_CONF_KEYS(F)                                                                           \
-    /* seconds between two heartbeats of an agent, 1-60 */                                        \
-    CFG_INT("heartbeat_interval", DDL_HEARTBEAT_DEFAULT_MS / 1000, F),                             \
+    /* seconds between two heartbeats of an agent, 0.05-60 */                                     \
+    CFG_FLOAT("heartbeat_interval", DDL_HEARTBEAT_DEFAULT_MS / 1000.0, F),                         \
     /* seconds without a heartbeat before a node counts as lost, 1-600 */                          \
     CFG_INT("node_timeout", DDL_NODE_TIMEOUT_DEFAULT_MS / 1000, F),                                \
     /* smallest --ddl-hang-timeout a user may ask for, seconds, 1-86400 */                         \
@@ -57,7 +57,6 @@ typedef struct {
 /* whole seconds; the limits are ddl's (ddl_limits.h), shared with ddlrun, the
  * plugin's options and ddl-agent */
 static const conf_range_t conf_ranges[] = {
-    {"heartbeat_interval", DDL_HEARTBEAT_MIN_S, DDL_HEARTBEAT_MAX_S},
     {"node_timeout", 1, DDL_NODE_TIMEOUT_MAX_MS / 1000},
     {"hang_timeout_min", 1, DDL_HANG_TIMEOUT_MAX_S},
     {"hang_timeout_max", 1, DDL_HANG_TIMEOUT_MAX_S},
@@ -121,6 +120,19 @@ static int validate_int(cfg_t *cfg, cfg_opt_t *opt)
     return 0;
 }
 
+/* validate_float: heartbeat_interval, seconds with decimals, in whole
+ * milliseconds from DDL_HEARTBEAT_MIN_MS to DDL_HEARTBEAT_MAX_MS. */
+static int validate_float(cfg_t *cfg, cfg_opt_t *opt)
+{
+    double v = cfg_opt_getnfloat(opt, cfg_opt_size(opt) - 1);
+    if (!(v * 1000.0 >= DDL_HEARTBEAT_MIN_MS - 0.5 && v * 1000.0 <= DDL_HEARTBEAT_MAX_MS + 0.5)) {
+        cfg_error(cfg, "%s: %g is out of range (%g-%g seconds)", opt->name, v,
+                  DDL_HEARTBEAT_MIN_MS / 1000.0, DDL_HEARTBEAT_MAX_MS / 1000.0);
+        return -1;
+    }
+    return 0;
+}
+
 static int one_of(const char *s, const char *const *values)
 {
     for (size_t i = 0; values[i]; i++)
@@ -177,13 +189,15 @@ static int validate_str(cfg_t *cfg, cfg_opt_t *opt)
 
 static void set_validators(cfg_t *cfg)
 {
-    static const char *const ints[] = {"heartbeat_interval", "node_timeout", "hang_timeout_min",
+    static const char *const ints[] = {"node_timeout", "hang_timeout_min",
                                        "hang_timeout_max", "max_restarts",
                                        "checkpoint_shared_every"};
     static const char *const strs[] = {"checkpoint_roots", "bind",    "ucx_tls",
                                        "log_level",        "log_dir", "metrics_dir",
                                        "checkpoint_local_dir"};
     char name[64];
+    cfg_set_validate_func(cfg, "heartbeat_interval", validate_float);
+    cfg_set_validate_func(cfg, "partition|heartbeat_interval", validate_float);
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         cfg_set_validate_func(cfg, ints[i], validate_int);
         snprintf(name, sizeof name, "partition|%s", ints[i]);
@@ -208,7 +222,8 @@ static int resolve(cfg_t *sec, const ddl_conf_values_t *base, ddl_conf_values_t 
 #define TAKE_STR(key, field)             \
     if (!base || cfg_size(sec, key) > 0) \
         v->field = cfg_getstr(sec, key);
-    TAKE_INT("heartbeat_interval", heartbeat_interval)
+    if (!base || cfg_size(sec, "heartbeat_interval") > 0)
+        v->heartbeat_interval_ms = (long)(cfg_getfloat(sec, "heartbeat_interval") * 1000.0 + 0.5);
     TAKE_INT("node_timeout", node_timeout)
     TAKE_INT("hang_timeout_min", hang_timeout_min)
     TAKE_INT("hang_timeout_max", hang_timeout_max)
@@ -249,11 +264,11 @@ static int check_values(const char *path, const char *part, const ddl_conf_value
                              "%s: %shang_timeout_min (%ld) is greater than "
                              "hang_timeout_max (%ld)",
                              path, where, v->hang_timeout_min, v->hang_timeout_max);
-    if (v->heartbeat_interval >= v->node_timeout)
+    if (v->heartbeat_interval_ms >= v->node_timeout * 1000)
         return ddl_errprintf(err,
-                             "%s: %sheartbeat_interval (%ld) must be less than "
+                             "%s: %sheartbeat_interval (%g) must be less than "
                              "node_timeout (%ld)",
-                             path, where, v->heartbeat_interval, v->node_timeout);
+                             path, where, v->heartbeat_interval_ms / 1000.0, v->node_timeout);
     return 0;
 }
 
@@ -698,7 +713,7 @@ static void print_str(FILE *f, const char *key, const char *s)
 
 void ddl_conf_print(const ddl_conf_values_t *v, FILE *f)
 {
-    fprintf(f, "heartbeat_interval = %ld\n", v->heartbeat_interval);
+    fprintf(f, "heartbeat_interval = %g\n", v->heartbeat_interval_ms / 1000.0);
     fprintf(f, "node_timeout = %ld\n", v->node_timeout);
     fprintf(f, "hang_timeout_min = %ld\n", v->hang_timeout_min);
     fprintf(f, "hang_timeout_max = %ld\n", v->hang_timeout_max);

@@ -28,7 +28,7 @@
 /* The effective values for one partition (or the site defaults).  Strings
  * point into the ddl_conf_t they come from; NULL means unset. */
 typedef struct {
-    long heartbeat_interval; /* seconds between heartbeats, 1-60 */
+    long heartbeat_interval_ms; /* ms between heartbeats (given in seconds, 0.05-60) */
     long node_timeout;       /* seconds without heartbeat before a node is lost, 1-600 */
     long hang_timeout_min;   /* bounds of a user's --ddl-hang-timeout, seconds */
     long hang_timeout_max;

@@ -45,13 +45,14 @@
 #define DDL_NODE_TIMEOUT_DEFAULT_MS 2000
 
 /* Between two heartbeats of an agent to the others (ddl.conf's
- * heartbeat_interval and srun --ddl-heartbeat in seconds, 1-60; ddl-agent
- * serve --heartbeat in milliseconds, down to half the smallest node
- * timeout).  Always less than the node timeout. */
-#define DDL_HEARTBEAT_MIN_S 1
-#define DDL_HEARTBEAT_MAX_S 60
-#define DDL_HEARTBEAT_MIN_MS 100
-#define DDL_HEARTBEAT_DEFAULT_MS 1000
+ * heartbeat_interval and srun --ddl-heartbeat in seconds with decimals,
+ * 0.05-60; ddl-agent serve --heartbeat and DDL_HEARTBEAT_MS in
+ * milliseconds).  Always less than the node timeout.  The default, 0.1 s,
+ * lets the agents' detector (agent/detector.h) know a silent node in
+ * about 0.3 s; a beat is one small authenticated frame per link. */
+#define DDL_HEARTBEAT_MIN_MS 50
+#define DDL_HEARTBEAT_MAX_MS 60000
+#define DDL_HEARTBEAT_DEFAULT_MS 100
 
 /* A worker without a heartbeat this long is hung (ddlrun --hang-timeout
  * from 0.1 s, DDL_HANG_TIMEOUT_MS; srun --ddl-hang-timeout and ddl.conf's

@@ -94,7 +94,7 @@ static struct spank_option ddl_options[] = {
      1, OPT_MIN_NODES, opt_cb},
     {"ddl-heartbeat", "SECONDS",
      "ddl: seconds between heartbeats "
-     "(" DDL_XSTR(DDL_HEARTBEAT_MIN_S) "-" DDL_XSTR(DDL_HEARTBEAT_MAX_S) ", site default applies)",
+     "(0.05-60, decimals allowed, site default applies)",
      1, OPT_HEARTBEAT, opt_cb},
     {"ddl-hang-timeout", "SECONDS",
      "ddl: seconds without progress before a rank counts as hung "
@@ -185,12 +185,13 @@ static void verbose_summary(const ddl_conf_values_t *v, const char *part)
 {
     const char *ucx = getenv("UCX_TLS");
     slurm_info("ddl: settings of this step (%s%s%s): restarts %ld, spares %ld, min nodes %ld, "
-               "heartbeat %ld s, node timeout %ld s, hang timeout %ld s, bind %s, checkpoint "
+               "heartbeat %g s, node timeout %ld s, hang timeout %ld s, bind %s, checkpoint "
                "dir %s, log level %s, log dir %s, metrics dir %s, UCX_TLS %s%s",
                ddl_conf_file, part ? ", partition " : "", part ? part : "",
                ddl_opt.restarts >= 0 ? ddl_opt.restarts : v->max_restarts,
                ddl_opt.spares > 0 ? ddl_opt.spares : 0, ddl_opt.min_nodes > 0 ? ddl_opt.min_nodes : 0,
-               ddl_opt.heartbeat_s >= 0 ? ddl_opt.heartbeat_s : v->heartbeat_interval,
+               (ddl_opt.heartbeat_ms >= 0 ? ddl_opt.heartbeat_ms : v->heartbeat_interval_ms) /
+                   1000.0,
                v->node_timeout, ddl_opt.hang_timeout_s >= 0 ? ddl_opt.hang_timeout_s
                                                             : v->hang_timeout_max,
                ddl_opt.bind[0] ? ddl_opt.bind : v->bind,
@@ -227,9 +228,9 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
                     ddl_conf_file);
         return -1;
     }
-    if (ddl_opt.heartbeat_s >= v->node_timeout) {
-        slurm_error("ddl: --ddl-heartbeat: %ld must be less than node_timeout (%ld in %s)",
-                    ddl_opt.heartbeat_s, v->node_timeout, ddl_conf_file);
+    if (ddl_opt.heartbeat_ms >= v->node_timeout * 1000) {
+        slurm_error("ddl: --ddl-heartbeat: %g must be less than node_timeout (%ld in %s)",
+                    ddl_opt.heartbeat_ms / 1000.0, v->node_timeout, ddl_conf_file);
         return -1;
     }
     if (ddl_opt.checkpoint_dir[0] && !ddl_conf_checkpoint_allowed(v, ddl_opt.checkpoint_dir)) {
@@ -459,7 +460,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     const ddl_conf_values_t *v = ddl_conf_get(ddl_conf, job_partition(sp, part, sizeof part));
     long restarts = ddl_opt.restarts >= 0 ? ddl_opt.restarts : v->max_restarts;
     long spares = ddl_opt.spares >= 0 ? ddl_opt.spares : 0;
-    long heartbeat = ddl_opt.heartbeat_s >= 0 ? ddl_opt.heartbeat_s : v->heartbeat_interval;
+    long heartbeat = ddl_opt.heartbeat_ms >= 0 ? ddl_opt.heartbeat_ms : v->heartbeat_interval_ms;
     long hang = ddl_opt.hang_timeout_s >= 0 ? ddl_opt.hang_timeout_s : v->hang_timeout_max;
     const char *bind = ddl_opt.bind[0] ? ddl_opt.bind : v->bind;
     const char *local = ddl_opt.checkpoint_local[0] ? ddl_opt.checkpoint_local
@@ -474,7 +475,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         set_env_long(sp, "DDL_RESTARTS", restarts) < 0 ||
         set_env_long(sp, "DDL_SPARES", spares) < 0 ||
         set_env_long(sp, "DDL_MIN_NODES", ddl_opt.min_nodes > 0 ? ddl_opt.min_nodes : 0) < 0 ||
-        set_env_long(sp, "DDL_HEARTBEAT_S", heartbeat) < 0 ||
+        set_env_long(sp, "DDL_HEARTBEAT_MS", heartbeat) < 0 ||
         set_env_long(sp, "DDL_NODE_TIMEOUT_S", v->node_timeout) < 0 ||
         set_env_long(sp, "DDL_HANG_TIMEOUT_S", hang) < 0 || set_env(sp, "DDL_BIND", bind) < 0 ||
         set_env(sp, "DDL_VERBOSE", ddl_opt.verbose ? "1" : "0") < 0 ||

@@ -41,8 +41,13 @@ int ddl_spank_opt_parse(ddl_spank_opts_t *o, int val, const char *arg, char *msg
         return opt_number("ddl-min-nodes", arg, 0, DDL_MAX_NODES, "number of nodes", &o->min_nodes, msg,
                           msglen);
     case OPT_HEARTBEAT:
-        return opt_number("ddl-heartbeat", arg, DDL_HEARTBEAT_MIN_S, DDL_HEARTBEAT_MAX_S, "number of seconds", &o->heartbeat_s, msg,
-                          msglen);
+        if (!arg || ddl_parse_seconds_ms(arg, DDL_HEARTBEAT_MIN_MS, DDL_HEARTBEAT_MAX_MS,
+                                         &o->heartbeat_ms) < 0) {
+            snprintf(msg, msglen, "--ddl-heartbeat: '%s' is not a number of seconds (%g-%g)",
+                     arg ? arg : "", DDL_HEARTBEAT_MIN_MS / 1000.0, DDL_HEARTBEAT_MAX_MS / 1000.0);
+            return -1;
+        }
+        return 0;
     case OPT_HANG_TIMEOUT:
         return opt_number("ddl-hang-timeout", arg, 1, DDL_HANG_TIMEOUT_MAX_S, "number of seconds",
                           &o->hang_timeout_s, msg, msglen);

@@ -29,7 +29,7 @@ enum {
 typedef struct {
     int enabled;
     int verbose;
-    long restarts, spares, min_nodes, heartbeat_s, hang_timeout_s;
+    long restarts, spares, min_nodes, heartbeat_ms, hang_timeout_s;
     char checkpoint_dir[PATH_MAX];
     char checkpoint_local[PATH_MAX]; /* --ddl-checkpoint-local */
     long shared_every;               /* --ddl-checkpoint-shared-every */
@@ -38,7 +38,7 @@ typedef struct {
 
 #define DDL_SPANK_OPTS_INIT                                                                    \
     {                                                                                          \
-        .restarts = -1, .spares = -1, .min_nodes = -1, .heartbeat_s = -1, .hang_timeout_s = -1, \
+        .restarts = -1, .spares = -1, .min_nodes = -1, .heartbeat_ms = -1, .hang_timeout_s = -1, \
         .shared_every = -1 \
     }
 

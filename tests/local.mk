@@ -210,6 +210,22 @@ tests_unit_t_evloop_LDADD = common/libddlcommon.la
 check_PROGRAMS += tests/unit/t_auth tests/unit/t_world tests/unit/t_policy
 TESTS += tests/unit/t_auth tests/unit/t_world tests/unit/t_policy
 
+# The agent's file I/O off its loop (agent/fileio.c).
+check_PROGRAMS += tests/unit/t_fileio
+TESTS += tests/unit/t_fileio
+tests_unit_t_fileio_SOURCES = tests/unit/t_fileio.c agent/fileio.c agent/fileio.h tests/tap.h
+tests_unit_t_fileio_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/agent
+tests_unit_t_fileio_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
+tests_unit_t_fileio_LDADD = common/libddlnode.la common/libddlcommon.la $(PTHREAD_LIBS)
+
+# The agents' per-link failure detector (agent/detector.c) on simulated
+# beat arrivals.
+check_PROGRAMS += tests/unit/t_detector
+TESTS += tests/unit/t_detector
+tests_unit_t_detector_SOURCES = tests/unit/t_detector.c agent/detector.c agent/detector.h tests/tap.h
+tests_unit_t_detector_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/agent
+tests_unit_t_detector_LDADD = -lm
+
 # The leader agent's straggler detector (agent/straggler.c) on simulated
 # synchronous steps: named within 20 steps, recovered, no false report.
 check_PROGRAMS += tests/unit/t_straggler

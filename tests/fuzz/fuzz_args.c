@@ -59,7 +59,7 @@ static void check_spank(char **pieces, int n)
              (!arg || strcmp(o.checkpoint_dir, arg) != 0 || o.checkpoint_dir[0] != '/')) ||
             (val == OPT_BIND && (!arg || strcmp(o.bind, arg) != 0)) ||
             (val == OPT_RESTARTS && (o.restarts < 0 || o.restarts > 100)) ||
-            (val == OPT_HEARTBEAT && (o.heartbeat_s < 1 || o.heartbeat_s > 60)))
+            (val == OPT_HEARTBEAT && (o.heartbeat_ms < 50 || o.heartbeat_ms > 60000)))
             abort();
     }
 }

@@ -62,17 +62,17 @@ t_ok $([ ! -e "$MARK" ]; echo $?) "... before the step runs"
 # --ddl bootstraps through PMIx; the cluster's MpiDefault is none.
 t_run 60 srun --mpi=pmix -N2 -n2 --ddl --ddl-restarts=3 --ddl-checkpoint-dir=/var/tmp/x --ddl-verbose \
     sh -c 'echo "$(hostname) $DDL_ENABLED $DDL_RESTARTS $DDL_CHECKPOINT_DIR $DDL_SPARES" \
-                "$DDL_HEARTBEAT_S $DDL_HANG_TIMEOUT_S $DDL_BIND $DDL_VERBOSE $DDL_CONFIG"'
+                "$DDL_HEARTBEAT_MS $DDL_HANG_TIMEOUT_S $DDL_BIND $DDL_VERBOSE $DDL_CONFIG"'
 rc=$?
 t_is $rc 0 "srun --ddl --ddl-restarts=3 --ddl-checkpoint-dir=/var/tmp/x runs"
 [ $rc -eq 0 ] || sed 's/^/# stderr: /' "$T_TMP/err" | tail -n 20
 t_is "$(sort "$T_TMP/out" | tr '\n' ' ')" \
-    "n1 1 3 /var/tmp/x 0 1 3600 auto 1 $CONF n2 1 3 /var/tmp/x 0 1 3600 auto 1 $CONF " \
+    "n1 1 3 /var/tmp/x 0 100 3600 auto 1 $CONF n2 1 3 /var/tmp/x 0 100 3600 auto 1 $CONF " \
     "... every task on n1 and n2 has DDL_* from the options and ddl.conf's defaults"
 
 t_run 60 srun -N2 -n2 env
 t_is $? 0 "srun env without --ddl runs"
-t_is "$(grep -c -E '^DDL_(ENABLED|CHECKPOINT_DIR|RESTARTS|SPARES|HEARTBEAT_S|HANG_TIMEOUT_S|BIND|VERBOSE|CONFIG)=' \
+t_is "$(grep -c -E '^DDL_(ENABLED|CHECKPOINT_DIR|RESTARTS|SPARES|HEARTBEAT_MS|HANG_TIMEOUT_S|BIND|VERBOSE|CONFIG)=' \
         "$T_TMP/out")" 0 "... and no task has a variable of the plugin (DDL_ENABLED...)"
 
 # An invalid ddl.conf (srun reads it at each invocation): --ddl steps are

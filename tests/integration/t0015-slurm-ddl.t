@@ -299,7 +299,7 @@ t_is "$(awk '$9 ~ /^[0-9.]+s$/' "$T_TMP/status.rows" | wc -l)" 2 "... each with 
 t_is "$(awk '{print $1, $2, $3, $4}' "$T_TMP/status.peers" | tr '\n' ' ')" \
     "1 n2 192.168.213.12 up 2 n3 192.168.213.13 up " \
     "... and the leader's links to nodes 1 (n2) and 2 (n3), both up"
-# Heartbeats between agents every DDL_HEARTBEAT_S (1 s by default): a
+# Heartbeats between agents every DDL_HEARTBEAT_MS (0.1 s by default): a
 # link's last contact is recent; each node's agent links to the leader.
 peers='import json, sys
 for s in json.load(sys.stdin):

@@ -181,7 +181,7 @@ cl_crash n2 silent
 wait_run
 t_status $? 0 "spare: n2 crashed (link down first): the step finishes (exit 0)" "$T_TMP/spare.err"
 t_is "$(crc spare)" "$want" "... with the weights of the baseline"
-t_like "$T_TMP/spare.err" "node 1 \(n2\): its agent was silent for [0-9.]+ s \(node timeout 2.0 s\) \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, n3, in place of node 1\)" \
+t_like "$T_TMP/spare.err" "node 1 \(n2\): its agent was silent for [0-9.]+ s \(allowed [0-9.]+ s, node timeout 2.0 s\) \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, n3, in place of node 1\)" \
     "... the leader names the lost node and the spare"
 t_like "$T_TMP/spare.err" "task 4: the spare takes rank 2 of 4" "... n3's first task takes rank 2"
 summary spare >"$T_TMP/sum"
@@ -260,7 +260,7 @@ t_is "$(crc leader)" "$want" "... with the weights of the baseline"
 t_like "$T_TMP/leader.err" "node 1 \(n2\) takes over as the leader" "... n2, the lowest live node, leads"
 t_like "$T_TMP/leader.err" "node 2 follows node 1" "... n3 follows it"
 t_is "$m" "192.168.213.13" "... rank 0's worker in generation 1 (on n3) gets MASTER_ADDR=n3's address"
-t_like "$T_TMP/leader.err" "node 0 \(n1\): the leader's agent was silent for [0-9.]+ s \(node timeout 2.0 s\) \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, n3, in place of node 0\)" \
+t_like "$T_TMP/leader.err" "node 0 \(n1\): the leader's agent was silent for [0-9.]+ s \(allowed [0-9.]+ s, node timeout 2.0 s\) \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, n3, in place of node 0\)" \
     "... and restarts with the spare in n1's place"
 summary leader >"$T_TMP/sum"
 t_like "$T_TMP/sum" '"rank": -1, "node": 0, "host": "n1", "class": "node-lost"' \

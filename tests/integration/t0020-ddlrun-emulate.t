@@ -155,11 +155,23 @@ clean spare
 crash frozen STOP 1 --spares 1
 t_status $? 0 "frozen: node1 stopped (SIGSTOP to its process group): the step finishes (exit 0)" "$T_TMP/frozen.err"
 t_is "$(crc frozen)" "$want" "... with the weights of the baseline"
-t_like "$T_TMP/frozen.err" "node 1 \(node1\): its agent was silent for [0-9.]+ s \(node timeout 2.0 s\) \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, node2, in place of node 1\)" \
-    "... found silent after the node timeout"
+t_like "$T_TMP/frozen.err" "node 1 \(node1\): its agent was silent for [0-9.]+ s \(allowed [0-9.]+ s, node timeout 2.0 s\) \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, node2, in place of node 1\)" \
+    "... found silent"
+allowed=$(sed -n 's/.*node 1 (node1): its agent was silent for [0-9.]* s (allowed \([0-9.]*\) s.*/\1/p' "$T_TMP/frozen.err" | head -n 1)
+t_ok $(awk "BEGIN{exit !(\"${allowed:-9}\" + 0 < 1)}"; echo $?) \
+    "... by the adaptive detector, which allowed ${allowed:-?} s of silence (less than 1 s; beats every 0.1 s)"
 t_like "$T_TMP/frozen.err" "node 1 \(node1\) is stopped and every other task has ended: killed, as a lost node" \
     "... and killed by ddlrun at the end"
 clean frozen
+
+# The same with DDL_DETECTOR=fixed: the link is allowed the whole node timeout.
+export DDL_DETECTOR=fixed
+crash fixed STOP 1 --spares 1
+t_status $? 0 "fixed detector: node1 stopped: the step finishes (exit 0)" "$T_TMP/fixed.err"
+t_like "$T_TMP/fixed.err" "node 1 \(node1\): its agent was silent for 2\.[0-9]+ s \(allowed 2\.00 s, node timeout 2\.0 s\) \[node-lost\]" \
+    "... found silent after the whole node timeout"
+unset DDL_DETECTOR
+clean fixed
 
 # --- 4. shrink ---------------------------------------------------------------------
 crash shrink KILL 1 --min-nodes 1
@@ -177,7 +189,7 @@ t_status $? 0 "leader: node0 (the leader's node) frozen: the step finishes (exit
 t_is "$(crc leader)" "$want" "... with the weights of the baseline"
 t_like "$T_TMP/leader.err" "node 1 \(node1\) takes over as the leader" "... node1, the lowest live node, leads"
 t_like "$T_TMP/leader.err" "node 2 follows node 1" "... node2 follows it"
-t_like "$T_TMP/leader.err" "node 0 \(node0\): the leader's agent was silent for [0-9.]+ s \(node timeout 2.0 s\) \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, node2, in place of node 0\)" \
+t_like "$T_TMP/leader.err" "node 0 \(node0\): the leader's agent was silent for [0-9.]+ s \(allowed [0-9.]+ s, node timeout 2.0 s\) \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, node2, in place of node 0\)" \
     "... and restarts with the spare in node0's place"
 clean leader
 

@@ -18,7 +18,7 @@ MAX_RESTARTS=$(limit DDL_MAX_RESTARTS)
 NT_MIN=$(limit DDL_NODE_TIMEOUT_MIN_MS)
 NT_MAX=$(limit DDL_NODE_TIMEOUT_MAX_MS)
 HB_MIN_MS=$(limit DDL_HEARTBEAT_MIN_MS)
-HB_MAX_S=$(limit DDL_HEARTBEAT_MAX_S)
+HB_MAX_MS=$(limit DDL_HEARTBEAT_MAX_MS)
 HANG_MAX_S=$(limit DDL_HANG_TIMEOUT_MAX_S)
 GRACE_MAX=$(limit DDL_GRACE_MAX_MS)
 
@@ -50,8 +50,16 @@ serve --restarts "$MAX_RESTARTS" $((MAX_RESTARTS + 1)) "(0-$MAX_RESTARTS)"
 serve --crash-loop "$MAX_RESTARTS" $((MAX_RESTARTS + 1)) "(0-$MAX_RESTARTS)"
 serve --node-timeout "$NT_MIN" $((NT_MIN - 1)) "($NT_MIN-$NT_MAX)"
 serve --node-timeout "$NT_MAX" $((NT_MAX + 1)) "($NT_MIN-$NT_MAX)"
-serve --heartbeat "$HB_MIN_MS" $((HB_MIN_MS - 1)) "($HB_MIN_MS-$((HB_MAX_S * 1000)))"
-serve --heartbeat $((HB_MAX_S * 1000)) $((HB_MAX_S * 1000 + 1)) "($HB_MIN_MS-$((HB_MAX_S * 1000)))"
+serve --heartbeat "$HB_MIN_MS" $((HB_MIN_MS - 1)) "($HB_MIN_MS-$HB_MAX_MS)"
+serve --heartbeat "$HB_MAX_MS" $((HB_MAX_MS + 1)) "($HB_MIN_MS-$HB_MAX_MS)"
+DDL_DETECTOR=sometimes t_run 10 "$DDL_AGENT" serve --socket "$T_TMP/s" --step t --size 1
+rc=$?
+if [ $rc -eq 2 ] && grep -q "DDL_DETECTOR" "$T_TMP/err" && grep -q "adaptive" "$T_TMP/err"; then
+    t_ok 0 "ddl-agent serve refuses DDL_DETECTOR=sometimes, naming adaptive and fixed"
+else
+    t_ok 1 "ddl-agent serve refuses DDL_DETECTOR=sometimes, naming adaptive and fixed"
+    t_diag "rc $rc: $(cat "$T_TMP/err")"
+fi
 
 # conf KEY GOOD BAD RANGE [OTHER LINES]: ddl.conf takes KEY = GOOD, refuses BAD
 conf() {
@@ -70,7 +78,10 @@ conf() {
     fi
 }
 conf node_timeout $((NT_MAX / 1000)) $((NT_MAX / 1000 + 1)) "(1-$((NT_MAX / 1000)))"
-conf heartbeat_interval "$HB_MAX_S" $((HB_MAX_S + 1)) "(1-$HB_MAX_S)" "node_timeout = $((NT_MAX / 1000))"
+# heartbeat_interval is seconds with decimals: the range in seconds
+HB_RANGE="($(awk "BEGIN{print $HB_MIN_MS/1000}")-$(awk "BEGIN{print $HB_MAX_MS/1000}") seconds)"
+conf heartbeat_interval "$((HB_MAX_MS / 1000))" $((HB_MAX_MS / 1000 + 1)) "$HB_RANGE" "node_timeout = $((NT_MAX / 1000))"
+conf heartbeat_interval "$(awk "BEGIN{print $HB_MIN_MS/1000}")" "$(awk "BEGIN{print ($HB_MIN_MS-1)/1000}")" "$HB_RANGE"
 conf max_restarts "$MAX_RESTARTS" $((MAX_RESTARTS + 1)) "(0-$MAX_RESTARTS)"
 conf hang_timeout_max "$HANG_MAX_S" $((HANG_MAX_S + 1)) "(1-$HANG_MAX_S)"
 

@@ -93,7 +93,7 @@ t_is "$(cat "$L1" "$L2" | grep -c 'debug:')" 0 "... and no debug line (log_level
 t_run 60 $SRUN --ddl-verbose sh -c 'echo "$DDL_LOG_LEVEL"'
 t_status $? 0 "srun --ddl --ddl-verbose runs" "$T_TMP/err"
 t_is "$(tr '\n' ' ' <"$T_TMP/out")" "debug debug " "... its tasks get DDL_LOG_LEVEL=debug"
-t_like "$T_TMP/err" "ddl: settings of this step \($CL_CONF\): restarts 5, spares 0, min nodes 0, heartbeat 1 s, node timeout 2 s, hang timeout 3600 s, bind auto, checkpoint dir \(none\), log level debug, log dir $LOGS, metrics dir $MX, UCX_TLS tcp,self$" \
+t_like "$T_TMP/err" "ddl: settings of this step \($CL_CONF\): restarts 5, spares 0, min nodes 0, heartbeat 0.1 s, node timeout 2 s, hang timeout 3600 s, bind auto, checkpoint dir \(none\), log level debug, log dir $LOGS, metrics dir $MX, UCX_TLS tcp,self$" \
     "... srun prints the step's settings"
 t_like "$T_TMP/err" '^ddl-launch: debug: ' "... ddl-launch's debug lines reach the job's stderr"
 t_like "$T_TMP/err" '^ddl-agent: debug: ' "... and the agents'"

@@ -166,7 +166,7 @@ int main(void)
     a = single();
     a.restarts = DDL_MAX_RESTARTS;
     a.node_timeout_ms = DDL_NODE_TIMEOUT_MAX_MS;
-    a.heartbeat_ms = DDL_HEARTBEAT_MAX_S * 1000;
+    a.heartbeat_ms = DDL_HEARTBEAT_MAX_MS;
     round_trip(&a, "limits' upper ends");
 
     /* every bad value, with its range */
@@ -183,8 +183,8 @@ int main(void)
     refused("nnodes", "0", r);
     refused("secret-fd", "-1", "(0-1048576)");
     refused("tcp-fd", "1048577", "(0-1048576)");
-    snprintf(r, sizeof r, "(%d-%d)", DDL_HEARTBEAT_MIN_MS, DDL_HEARTBEAT_MAX_S * 1000);
-    refused("heartbeat", "99", r);
+    snprintf(r, sizeof r, "(%d-%d)", DDL_HEARTBEAT_MIN_MS, DDL_HEARTBEAT_MAX_MS);
+    refused("heartbeat", "49", r);
     refused("heartbeat", "60001", r);
     snprintf(r, sizeof r, "(0-%d)", DDL_MAX_RESTARTS);
     refused("restarts", "101", r);

@@ -50,7 +50,7 @@ static void test_defaults(void)
     if (!c)
         BAIL_OUT("%s", err.text);
     const ddl_conf_values_t *v = ddl_conf_get(c, NULL);
-    is(v->heartbeat_interval, 1, "default heartbeat_interval");
+    is(v->heartbeat_interval_ms, 100, "default heartbeat_interval: 0.1 s");
     is(v->node_timeout, 2, "default node_timeout");
     is(v->hang_timeout_min, 10, "default hang_timeout_min");
     is(v->hang_timeout_max, 3600, "default hang_timeout_max");
@@ -99,7 +99,7 @@ static void test_good(void)
     if (!c)
         BAIL_OUT("%s", err.text);
     const ddl_conf_values_t *v = ddl_conf_get(c, NULL);
-    ok(v->heartbeat_interval == 2 && v->node_timeout == 10 && v->hang_timeout_min == 30 &&
+    ok(v->heartbeat_interval_ms == 2000 && v->node_timeout == 10 && v->hang_timeout_min == 30 &&
            v->hang_timeout_max == 600 && v->max_restarts == 4,
        "integers are read");
     ok(v->n_checkpoint_roots == 2 && strcmp(v->checkpoint_roots[0], "/scratch") == 0 &&
@@ -120,7 +120,7 @@ static void test_good(void)
     is_str(g->bind, "auto", "... and bind");
     ok(g->n_checkpoint_roots == 1 && strcmp(g->checkpoint_roots[0], "/gpfs") == 0,
        "... and checkpoint_roots");
-    ok(g->heartbeat_interval == 2 && g->node_timeout == 10 && strcmp(g->log_level, "debug") == 0,
+    ok(g->heartbeat_interval_ms == 2000 && g->node_timeout == 10 && strcmp(g->log_level, "debug") == 0,
        "... and inherits the rest from the top level");
     const ddl_conf_values_t *d = ddl_conf_get(c, "debug");
     ok(d->node_timeout == 3 && d->max_restarts == 4 && d->n_checkpoint_roots == 2,
@@ -165,8 +165,29 @@ static void test_errors(void)
     is_str(m, want, "a number out of range");
 
     m = load_err("heartbeat_interval = 0\n", &e);
-    snprintf(want, sizeof want, "%s:1: heartbeat_interval: 0 is out of range (1-60)", path);
+    snprintf(want, sizeof want, "%s:1: heartbeat_interval: 0 is out of range (0.05-60 seconds)",
+             path);
     is_str(m, want, "heartbeat_interval 0");
+    m = load_err("heartbeat_interval = 0.04\n", &e);
+    snprintf(want, sizeof want,
+             "%s:1: heartbeat_interval: 0.04 is out of range (0.05-60 seconds)", path);
+    is_str(m, want, "heartbeat_interval 0.04");
+    m = load_err("\nheartbeat_interval = 61\n", &e);
+    snprintf(want, sizeof want, "%s:2: heartbeat_interval: 61 is out of range (0.05-60 seconds)",
+             path);
+    is_str(m, want, "heartbeat_interval 61");
+    m = load_err("heartbeat_interval = \"fast\"\n", &e);
+    ok(m && strstr(m, ":1: ") && strstr(m, "heartbeat_interval"),
+       "heartbeat_interval not a number: file, line and key (%s)", m ? m : "(accepted)");
+    {
+        write_file("heartbeat_interval = 0.25\npartition p {\n  heartbeat_interval = 1\n}\n");
+        ddl_error_t ce;
+        ddl_conf_t *c = ddl_conf_load(path, &ce);
+        ok(c && ddl_conf_get(c, NULL)->heartbeat_interval_ms == 250 &&
+               ddl_conf_get(c, "p")->heartbeat_interval_ms == 1000,
+           "heartbeat_interval 0.25 is 250 ms, a partition's 1 is 1000 ms");
+        ddl_conf_free(c);
+    }
 
     m = load_err("partition p {\n\n  node_timeout = 601\n}\n", &e);
     snprintf(want, sizeof want, "%s:3: node_timeout: 601 is out of range (1-600)", path);

@@ -127,8 +127,21 @@ int main(void)
     check("ddl-restarts", OPT_RESTARTS, 0, DDL_MAX_RESTARTS, &ddl_opt.restarts);
     check("ddl-spares", OPT_SPARES, 0, DDL_MAX_NODES, &ddl_opt.spares);
     check("ddl-min-nodes", OPT_MIN_NODES, 0, DDL_MAX_NODES, &ddl_opt.min_nodes);
-    check("ddl-heartbeat", OPT_HEARTBEAT, DDL_HEARTBEAT_MIN_S, DDL_HEARTBEAT_MAX_S,
-          &ddl_opt.heartbeat_s);
+    ok(opt_cb(OPT_HEARTBEAT, "0.05", 0) == 0 && ddl_opt.heartbeat_ms == 50,
+       "--ddl-heartbeat 0.05 (the smallest) is 50 ms");
+    ok(opt_cb(OPT_HEARTBEAT, "60", 0) == 0 && ddl_opt.heartbeat_ms == 60000,
+       "--ddl-heartbeat 60 (the largest) is 60000 ms");
+    ok(opt_cb(OPT_HEARTBEAT, "0.25", 0) == 0 && ddl_opt.heartbeat_ms == 250,
+       "--ddl-heartbeat 0.25 is 250 ms");
+    const char *bad_beats[] = {"0.04", "60.001", "x", "", "1s", "-1"};
+    for (size_t i = 0; i < sizeof bad_beats / sizeof bad_beats[0]; i++) {
+        last_error[0] = '\0';
+        ok(opt_cb(OPT_HEARTBEAT, bad_beats[i], 0) < 0 &&
+               strstr(last_error, "is not a number of seconds (0.05-60)"),
+           "--ddl-heartbeat '%s' is refused, naming (0.05-60)", bad_beats[i]);
+        if (!strstr(last_error, "(0.05-60)"))
+            diag("message: %s", last_error);
+    }
     check("ddl-hang-timeout", OPT_HANG_TIMEOUT, 1, DDL_HANG_TIMEOUT_MAX_S,
           &ddl_opt.hang_timeout_s);
     check("ddl-checkpoint-shared-every", OPT_CKPT_SHARED_EVERY, 0, 1000000,
@@ -143,7 +156,10 @@ int main(void)
     help("ddl-restarts", 0, DDL_MAX_RESTARTS);
     help("ddl-spares", 0, DDL_MAX_NODES);
     help("ddl-min-nodes", 0, DDL_MAX_NODES);
-    help("ddl-heartbeat", DDL_HEARTBEAT_MIN_S, DDL_HEARTBEAT_MAX_S);
+    for (size_t i = 0; i < sizeof ddl_options / sizeof ddl_options[0]; i++)
+        if (strcmp(ddl_options[i].name, "ddl-heartbeat") == 0)
+            ok(strstr(ddl_options[i].usage, "(0.05-60") != NULL,
+               "--ddl-heartbeat's help says (0.05-60...)");
     help("ddl-hang-timeout", 1, DDL_HANG_TIMEOUT_MAX_S);
     help("ddl-checkpoint-shared-every", 0, 1000000);
     return done_testing();
