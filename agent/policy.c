@@ -33,9 +33,13 @@ static const char *const opt_name[2][4] = {
     {"--restarts", "--restarts 0", "--spares, --min-nodes", "--min-nodes"},
 };
 
+/* backoff: before restart number `used` (1, 2, ...): none before the
+ * first, then 0.5 s doubling up to 8 s. */
 static uint32_t backoff(uint32_t used)
 {
-    uint32_t shift = used - 1 < 4 ? used - 1 : 4;
+    if (used <= 1)
+        return 0;
+    uint32_t shift = used - 2 < 4 ? used - 2 : 4;
     return DDL_POLICY_BACKOFF_MS << shift;
 }
 

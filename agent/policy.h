@@ -14,7 +14,9 @@
 #include <stdint.h>
 
 #define DDL_POLICY_WINDOW_MS 30   /* failures this close to the first are compared */
-#define DDL_POLICY_BACKOFF_MS 500 /* before the first restart; doubles, at most 16 times */
+#define DDL_POLICY_BACKOFF_MS 500 /* before the second restart; doubles, at most 16 times
+                                   * (the first restart is at once: a failure after a
+                                   * healthy run costs no wait; a crash loop backs off) */
 
 typedef struct {
     uint32_t restarts;   /* restarts allowed (--ddl-restarts) */

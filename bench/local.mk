@@ -3,7 +3,7 @@
 # rma-probe (UCX alone): put + flag against tag send, user or UCX memory.
 # torch-ddp-bench.py (a Python script: nothing to build) times DDP with
 # the ddl hook against gloo.
-EXTRA_DIST += bench/torch-ddp-bench.py bench/run-torch-cluster.sh
+EXTRA_DIST += bench/torch-ddp-bench.py bench/run-torch-cluster.sh bench/congest.py
 bin_PROGRAMS += bench/ddl-bench
 bench_ddl_bench_SOURCES = bench/ddl-bench.c bench/bench_common.h
 bench_ddl_bench_LDADD = collectives/libddl.la

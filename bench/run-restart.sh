@@ -25,8 +25,8 @@
 # agent's; DDL_LOG_TIME stamps agents' lines); every survivor = to
 # the last agent's line saying it knows (DDL_LOG_LEVEL=info); first step =
 # to the new generation's first allreduce (ft-probe's own clock), which
-# includes stopping the other ranks, the 0.5 s backoff before the first
-# restart, and the new generation's start.
+# includes stopping the other ranks and the new generation's start (no
+# backoff before a first restart).
 #   warm vs cold (ddlrun --emulate -n 2 --nodes 2 --spares 1, rank 1's
 #          worker killed, or node1's process group): from the leader's
 #          decision to the first step of generation 1, ft-probe restarted
@@ -34,12 +34,16 @@
 #          the same run.  RESTART_WARM_ONLY=1: only these rows.
 #   detection (RESTART_DETECT_ONLY=1, only this): node1 or node0 (the
 #          leader) of ddlrun --emulate stopped silently, RUNS times each,
-#          idle, then with every CPU saturated (4 busy loops per CPU at the
-#          agents' priority), then with DDL_DETECTOR=fixed (the node timeout,
-#          as before the adaptive detector); p50, p99 (the ceil(0.99 N)-th
+#          under the conditions in RESTART_DETECT_ROWS (default all, in this
+#          order): idle; congested (as root: the step in a network namespace
+#          whose loopback is shaped to 8 Mbit/s and shared with 2 bulk TCP
+#          flows, bench/congest.py: delay and jitter without netem; their
+#          round trips are printed); saturated (4 busy loops per CPU at the
+#          agents' priority); fixed (DDL_DETECTOR=fixed: the node timeout, as
+#          before the adaptive detector).  p50, p99 (the ceil(0.99 N)-th
 #          value: the maximum below 100 runs) and max.  RESTART_SOAK_S=S
-#          adds S seconds of ddlrun --emulate -n 3 --nodes 3 with the CPUs
-#          saturated and nothing failed: every node-lost line is a false
+#          adds, with the CPUs saturated, S seconds of ddlrun --emulate -n 3
+#          --nodes 3 with nothing failed: every node-lost line is a false
 #          detection.
 # Slurm: `srun -N2 -n2 sleep` with the task on n2 killed (SIGKILL), and n2
 # crashed (tests/slurm/cluster.sh crash: every process killed, link down):
@@ -51,7 +55,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 ddlrun="$build/launcher/ddlrun"
 probe="$build/bench/ft-probe"
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+in_ns="" # a command prefix that runs ddlrun in another network namespace
+trap 'hogs stop 2>/dev/null; [ -n "$in_ns" ] && ip netns del ddldetect; rm -rf "$tmp"' EXIT
 
 now() { date +%s%N; }
 
@@ -144,8 +149,9 @@ ddl_emu_case() {
     : >"$tmp/first"
     i=0
     while [ $i -lt "$runs" ]; do
-        { DDL_LOG_TIME=1 DDL_LOG_LEVEL=info UCX_TLS=tcp,self timeout 120 "$ddlrun" -n 2 --nodes 2 \
-            --emulate --spares 1 --restarts 1 "$probe" 50 2>&1 | stamp >"$tmp/log"; } &
+        # shellcheck disable=SC2086 # in_ns: several words or none
+        { DDL_LOG_TIME=1 DDL_LOG_LEVEL=info UCX_TLS=tcp,self timeout 120 $in_ns "$ddlrun" -n 2 \
+            --nodes 2 --emulate --spares 1 --restarts 1 "$probe" 50 2>&1 | stamp >"$tmp/log"; } &
         job=$!
         wait_gen0
         # detection rows: links past their first 16 beats (a young link allows 6)
@@ -206,6 +212,7 @@ fi
 
 # hogs start|stop: 4 busy loops per CPU, at the agents' priority
 hogs() {
+    [ "$1" = stop ] && [ ! -s "$tmp/hogs" ] && return 0
     if [ "$1" = start ]; then
         : >"$tmp/hogs"
         for _ in $(seq $(($(nproc) * 4))); do
@@ -214,9 +221,33 @@ hogs() {
         done
     else
         kill $(cat "$tmp/hogs") 2>/dev/null || true
+        : >"$tmp/hogs"
         wait 2>/dev/null || true
     fi
 }
+
+# congest start|stop: network namespace ddldetect, its loopback shaped to
+# 8 Mbit/s (MTU 1500) and shared with 2 bulk flows (bench/congest.py)
+congest() {
+    if [ "$1" = start ]; then
+        ip netns add ddldetect
+        ip netns exec ddldetect ip link set lo mtu 1500 up
+        ip netns exec ddldetect tc qdisc add dev lo root handle 1: htb default 1
+        ip netns exec ddldetect tc class add dev lo parent 1: classid 1:1 htb rate 8mbit burst 15k
+        ip netns exec ddldetect python3 "$top/bench/congest.py" flood 2 32768 &
+        echo $! >"$tmp/flood"
+        sleep 2
+        in_ns="ip netns exec ddldetect"
+        echo "# congested: $(ip netns exec ddldetect python3 "$top/bench/congest.py" rtt 50)"
+    else
+        kill "$(cat "$tmp/flood")" 2>/dev/null || true
+        wait 2>/dev/null || true
+        ip netns del ddldetect
+        in_ns=""
+    fi
+}
+rows=${RESTART_DETECT_ROWS:-idle congested saturated fixed}
+want() { case " $rows " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # pct NAME FILE: p50, p99 (ceil(0.99 N)-th), max of the numbers in FILE
 pct() {
@@ -246,15 +277,31 @@ if [ "$detect" = 1 ]; then
     echo "| silent node loss (ddlrun --emulate -n 2 --nodes 2 --spares 1) | p50 ms | p99 ms | max ms | runs |"
     echo "| --- | ---: | ---: | ---: | ---: |"
     row() { pct "$@"; }
-    ddl_emu_case "node1 stopped, idle" stop
-    ddl_emu_case "node0 (the leader) stopped, idle" stop-leader
-    hogs start
-    ddl_emu_case "node1 stopped, CPUs saturated" stop
-    ddl_emu_case "node0 (the leader) stopped, CPUs saturated" stop-leader
-    [ "${RESTART_SOAK_S:-0}" -gt 0 ] && soak "$RESTART_SOAK_S"
-    hogs stop
-    export DDL_DETECTOR=fixed
-    ddl_emu_case "node1 stopped, idle, DDL_DETECTOR=fixed" stop
+    if want idle; then
+        ddl_emu_case "node1 stopped, idle" stop
+        ddl_emu_case "node0 (the leader) stopped, idle" stop-leader
+    fi
+    if want congested && [ "$(id -u)" = 0 ] && command -v tc >/dev/null; then
+        congest start
+        ddl_emu_case "node1 stopped, congested links" stop
+        ddl_emu_case "node0 (the leader) stopped, congested links" stop-leader
+        congest stop
+    elif want congested; then
+        echo "# congested rows skipped: they need root and tc (iproute2)"
+    fi
+    if want saturated || [ "${RESTART_SOAK_S:-0}" -gt 0 ]; then
+        hogs start
+        if want saturated; then
+            ddl_emu_case "node1 stopped, CPUs saturated" stop
+            ddl_emu_case "node0 (the leader) stopped, CPUs saturated" stop-leader
+        fi
+        [ "${RESTART_SOAK_S:-0}" -gt 0 ] && soak "$RESTART_SOAK_S"
+        hogs stop
+    fi
+    if want fixed; then
+        export DDL_DETECTOR=fixed
+        ddl_emu_case "node1 stopped, idle, DDL_DETECTOR=fixed" stop
+    fi
     exit 0
 fi
 
