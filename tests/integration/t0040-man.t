@@ -126,7 +126,7 @@ section spank_ddl.8 "PLUGSTACK ARGUMENTS" |
 same "spank_ddl(8)'s plugstack arguments are those spank_ddl.c takes" "$T_TMP/want" "$T_TMP/got"
 
 # ---------------------------------------------------------------- ddl.conf(5)
-grep -oE 'CFG_(INT|STR|STR_LIST|SEC)\("[a-z_]+"' "$top_srcdir/common/conf.c" |
+grep -oE 'CFG_(INT|FLOAT|STR|STR_LIST|SEC)\("[a-z_]+"' "$top_srcdir/common/conf.c" |
     sed 's/.*("//; s/"$//' | sort -u >"$T_TMP/want"
 section ddl.conf.5 KEYS | awk '/^\.(TP|TQ)/ { if ((getline line) > 0) print line }' |
     awk '{print $2}' | sort -u >"$T_TMP/got"
