@@ -60,10 +60,13 @@ job=$(sbatch --parsable -N2 --ntasks-per-node=2 --time=1 --signal=USR1@10 --requ
 t_ok $([ -n "$job" ]; echo $?) "sbatch --time=1 --signal=USR1@10 --requeue: job ${job:-?}"
 [ -n "$job" ] || { sed 's/^/# /' "$T_TMP/sbatch.err"; t_done; }
 
-# Follow the job until a run ends other than with 94 (at most 8 minutes):
-# a requeued job waits for its begin time; start it now.
+# Follow the job until a run ends other than with 94 (at most 12 minutes):
+# a requeued job waits for its begin time; start it now.  Slurm sends the
+# signal 20 to 50 s into a run, so a run trains 100 to 250 steps: the job
+# takes 2 to 4 runs of 1 to 2.5 minutes each (requeue and start included);
+# 8 minutes were too few for 4 once (3 stops at steps 123, 243 and 363).
 t_begin=$(date +%s)
-while [ $(($(date +%s) - t_begin)) -lt 480 ]; do
+while [ $(($(date +%s) - t_begin)) -lt 720 ]; do
     grep -qv 'exited 94$' "$LOG" 2>/dev/null && break
     st=$(squeue -h -j "$job" -o '%T %r' 2>/dev/null)
     case $st in
