@@ -74,7 +74,7 @@ void handle_beat(agent_t *a, conn_t *c, const ddl_msg_t *m)
         double mean, sd;
         uint32_t longest;
         ddl_det_stats(&c->det, &mean, &sd, &longest);
-        ddl_debug("node %u's link: silence allowed %.2f s (%u beats: mean %.0f ms, sd %.1f ms, "
+        ddl_debug("node %u's link: silence allowed %.2f s (%u intervals: mean %.0f ms, sd %.1f ms, "
                   "longest %u ms)", node, c->det.allowed_ms / 1000.0, c->det.count, mean, sd,
                   longest);
     }
