@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include <sched.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <ucp/api/ucp.h>
@@ -29,7 +30,17 @@ static struct {
     ucp_ep_h *eps; /* world rank -> endpoint, created on first use */
     int neps;
     void *(*memh_lookup)(const void *buf, size_t len);
+    /* requests given up on (an aborted operation) that UCX could not
+     * cancel: sends, and receives already under way.  Until they complete
+     * they hold UCX's resources, registered memory among them; after an
+     * abort that may be never. */
+    void **orphans;
+    int norphans, orphans_cap;
 } ucx;
+
+/* A context that could not be cleaned up (see ddl_ucx_fini), kept
+ * reachable until the process exits. */
+static ucp_context_h abandoned_ucp;
 
 void ddl_ucx_set_memh_lookup(void *(*lookup)(const void *buf, size_t len))
 {
@@ -288,11 +299,43 @@ static ddl_status_t ucx_test(ddl_tl_t *tl, void *req, int report)
     return from_ucs(us);
 }
 
+static int keep_orphan(void *req)
+{
+    if (ucx.norphans == ucx.orphans_cap) {
+        int cap = ucx.orphans_cap ? 2 * ucx.orphans_cap : 16;
+        void **o = realloc(ucx.orphans, (size_t)cap * sizeof *o);
+        if (!o)
+            return 0;
+        ucx.orphans = o;
+        ucx.orphans_cap = cap;
+    }
+    ucx.orphans[ucx.norphans++] = req;
+    return 1;
+}
+
+/* reap_orphans: free the orphans that have completed; returns how many
+ * are left. */
+static int reap_orphans(void)
+{
+    int left = 0;
+    for (int i = 0; i < ucx.norphans; i++) {
+        if (ucp_request_check_status(ucx.orphans[i]) != UCS_INPROGRESS)
+            ucp_request_free(ucx.orphans[i]);
+        else
+            ucx.orphans[left++] = ucx.orphans[i];
+    }
+    ucx.norphans = left;
+    return left;
+}
+
 static void ucx_cancel(ddl_tl_t *tl, void *req)
 {
     (void)tl;
+    /* cancels a receive not yet matched (it completes at once); UCX has
+     * no way to cancel a send */
     ucp_request_cancel(ucx.worker, req);
-    ucp_request_free(req);
+    if (ucp_request_check_status(req) != UCS_INPROGRESS || !keep_orphan(req))
+        ucp_request_free(req);
 }
 
 static int ucx_progress(ddl_tl_t *tl)
@@ -371,13 +414,36 @@ void ddl_ucx_close(int force)
 void ddl_ucx_fini(void)
 {
     /* requests cancelled or freed in flight (an aborted world) go back to
-     * UCX's pool as they complete: let them, briefly */
+     * UCX's pool as they complete: let them, briefly (the orphans up to
+     * 0.2 s: the endpoints are closed, so most end with an error) */
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (ucx.worker && reap_orphans() > 0) {
+        ucp_worker_progress(ucx.worker);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 200000000L)
+            break;
+    }
     for (int i = 0; ucx.worker && i < 1000 && ucp_worker_progress(ucx.worker); i++)
         ;
+    const int stuck = ucx.worker ? reap_orphans() : ucx.norphans;
+    for (int i = 0; i < ucx.norphans; i++)
+        ucp_request_free(ucx.orphans[i]); /* released if they ever complete */
+    free(ucx.orphans);
+    ucx.orphans = NULL;
+    ucx.norphans = ucx.orphans_cap = 0;
     if (ucx.worker)
         ucp_worker_destroy(ucx.worker);
-    if (ucx.ucp)
+    if (ucx.ucp && stuck) {
+        /* their registrations are still referenced: ucp_cleanup would
+         * fail an assertion in UCX's registration cache (seen with UCX's
+         * CUDA transports) and abort the process */
+        ddl_debug("%d transfer(s) given up on in an abort never completed: UCX's context is "
+                  "left for the process's exit", stuck);
+        abandoned_ucp = ucx.ucp;
+    } else if (ucx.ucp) {
         ucp_cleanup(ucx.ucp);
+    }
     free(ucx.eps);
     ucx.eps = NULL;
     ucx.neps = 0;
