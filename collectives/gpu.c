@@ -487,6 +487,23 @@ static ddl_status_t staged(const ddl_opdesc_t *d, int send_dev, int recv_dev)
     return st;
 }
 
+/* alone: d in a communicator of one rank: the input is the result, so at
+ * most one copy on the device (none in place), in the caller's stream
+ * order; nothing goes through host memory. */
+static ddl_status_t alone(const ddl_opdesc_t *d)
+{
+    size_t sbytes, rbytes;
+    int recv_in;
+    extents(d, &sbytes, &rbytes, &recv_in);
+    ddl_status_t st = ddl_gpu_follow(d, ddl_gpu.s_main);
+    if (st != DDL_OK)
+        return st;
+    if (sbytes && rbytes && d->sendbuf != d->recvbuf)
+        return copy(d->recvbuf, d->sendbuf, sbytes < rbytes ? sbytes : rbytes, ddl_gpu.s_main,
+                    d->comm, "copying the input to the output");
+    return ddl_gpu_wait_stream(ddl_gpu.s_main, d->comm, "waiting for the caller's stream");
+}
+
 /* run_on_device: d, with this rank's GPU current. */
 static ddl_status_t run_on_device(const ddl_opdesc_t *d, int send_dev, int recv_dev)
 {
@@ -501,6 +518,8 @@ static ddl_status_t run_on_device(const ddl_opdesc_t *d, int send_dev, int recv_
             return st;
         return ddl_execute_host(d);
     }
+    if (d->comm->size == 1)
+        return alone(d);
 #ifdef HAVE_NCCL
     if (ddl_nccl_execute(d, send_dev, recv_dev, &st))
         return st;
