@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """torch-ddp-bench.py: PyTorch DDP step time with ddl's allreduce hook against
-DDP on the gloo backend, same run, same model; and ddl.allreduce against
-torch.distributed.all_reduce (gloo) on the same tensors.
+DDP on a torch backend (gloo, or nccl on GPUs), same run, same model; and
+ddl.allreduce against torch.distributed.all_reduce on the same tensors.
 
     ddlrun -n 4 python3 bench/torch-ddp-bench.py [--params 1,10,50] [--steps 10]
+    ddlrun -n 1 python3 bench/torch-ddp-bench.py --device cuda --backend nccl
 
 For each model size (millions of parameters: an MLP of equal square layers)
 the two variants alternate, --rounds times, --steps timed steps each after
@@ -11,7 +12,10 @@ the two variants alternate, --rounds times, --steps timed steps each after
 slowest rank's mean per round, median over rounds) and gloo's time over
 ddl's.  Input: a batch of --batch random samples per rank; SGD.  Then the
 allreduce table: float32 tensors of the same sizes, --reps operations each,
-median.  Rank 0 prints markdown tables for docs/benchmarks.md.
+median.  With --device cuda the model, the batch and the tensors are on
+each rank's GPU (local rank modulo the GPUs; ranks may share one) and
+every timing ends with torch.cuda.synchronize().  Rank 0 prints markdown
+tables for docs/benchmarks.md.
 """
 
 import argparse
@@ -26,7 +30,12 @@ import ddl
 import ddl.torch
 
 
-def model_of(mparams):
+def sync(args):
+    if args.device == "cuda":
+        torch.cuda.synchronize()
+
+
+def model_of(mparams, device):
     """An MLP of square layers with about mparams million parameters."""
     target = int(mparams * 1e6)
     width = 512 if mparams <= 2 else 1024 if mparams <= 16 else 2048
@@ -35,7 +44,7 @@ def model_of(mparams):
     for _ in range(layers):
         mods += [torch.nn.Linear(width, width), torch.nn.ReLU()]
     torch.manual_seed(0)
-    return torch.nn.Sequential(*mods), width
+    return torch.nn.Sequential(*mods).to(device), width
 
 
 def slowest(seconds):
@@ -46,11 +55,13 @@ def slowest(seconds):
 
 
 def time_ddp(net, width, hook, args):
-    model = torch.nn.parallel.DistributedDataParallel(net)
+    ids = [torch.cuda.current_device()] if args.device == "cuda" else None
+    model = torch.nn.parallel.DistributedDataParallel(net, device_ids=ids)
     if hook is not None:
         model.register_comm_hook(None, hook)
     opt = torch.optim.SGD(model.parameters(), lr=1e-6)
-    x = torch.randn(args.batch, width, generator=torch.Generator().manual_seed(ddl.rank()))
+    x = torch.randn(args.batch, width,
+                    generator=torch.Generator().manual_seed(ddl.rank())).to(args.device)
 
     def step():
         opt.zero_grad()
@@ -58,19 +69,23 @@ def time_ddp(net, width, hook, args):
         opt.step()
     for _ in range(args.warmup):
         step()
+    sync(args)
     ddl.barrier()
     t0 = time.perf_counter()
     for _ in range(args.steps):
         step()
+    sync(args)
     return slowest((time.perf_counter() - t0) / args.steps)
 
 
-def time_allreduce(t, fn, reps):
+def time_allreduce(t, fn, args):
     ts = []
-    for _ in range(reps):
+    for _ in range(args.reps):
+        sync(args)
         ddl.barrier()
         t0 = time.perf_counter()
         fn(t)
+        sync(args)
         ts.append(slowest(time.perf_counter() - t0))
     return statistics.median(ts)
 
@@ -84,13 +99,23 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--backend", choices=("gloo", "nccl"), default="gloo",
+                    help="torch.distributed's backend, the peer")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    rank, size = ddl.torch.init_process_group()
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("torch-ddp-bench.py: --device cuda: torch %s sees no usable GPU"
+                             % torch.__version__)
+        ddl.init()
+        torch.cuda.set_device(ddl.local_rank() % torch.cuda.device_count())
+    rank, size = ddl.torch.init_process_group(backend=args.backend)
+    peer = args.backend
     sizes = [float(s) for s in args.params.split(",")]
     rows = []
     for mp in sizes:
-        net, width = model_of(mp)
+        net, width = model_of(mp, args.device)
         nparams = sum(p.numel() for p in net.parameters())
         t_gloo, t_ddl = [], []
         for _ in range(args.rounds):
@@ -99,29 +124,31 @@ def main():
         g, d = statistics.median(t_gloo), statistics.median(t_ddl)
         rows.append((nparams, g, d))
         if rank == 0:
-            print("# %.1f M parameters: gloo %s ms, ddl %s ms" % (
-                nparams / 1e6, " ".join("%.1f" % (1e3 * v) for v in t_gloo),
+            print("# %.1f M parameters on %s: %s %s ms, ddl %s ms" % (
+                nparams / 1e6, args.device, peer, " ".join("%.1f" % (1e3 * v) for v in t_gloo),
                 " ".join("%.1f" % (1e3 * v) for v in t_ddl)), flush=True)
         del net
     ar = []
     for mp in sizes:
-        t = torch.ones(int(mp * 1e6))
-        g = time_allreduce(t, lambda t: dist.all_reduce(t), args.reps)
-        d = time_allreduce(t, lambda t: ddl.allreduce(t), args.reps)
+        t = torch.ones(int(mp * 1e6), device=args.device)
+        g = time_allreduce(t, lambda t: dist.all_reduce(t), args)
+        d = time_allreduce(t, lambda t: ddl.allreduce(t), args)
         ar.append((t.numel(), g, d))
     if rank == 0:
         print()
-        print("| ranks | parameters | DDP step, gloo (ms) | DDP step, ddl hook (ms) | gloo / ddl |")
-        print("| ---: | ---: | ---: | ---: | ---: |")
+        print("| ranks | device | parameters | DDP step, %s (ms) | DDP step, ddl hook (ms) | "
+              "%s / ddl |" % (peer, peer))
+        print("| ---: | --- | ---: | ---: | ---: | ---: |")
         for n, g, d in rows:
-            print("| %d | %.1f M | %.1f | %.1f | %.2fx |" % (size, n / 1e6, g * 1e3, d * 1e3, g / d))
+            print("| %d | %s | %.1f M | %.1f | %.1f | %.2fx |"
+                  % (size, args.device, n / 1e6, g * 1e3, d * 1e3, g / d))
         print()
-        print("| ranks | float32 elements | MB | torch.distributed.all_reduce, gloo (ms) | "
-              "ddl.allreduce (ms) | gloo / ddl |")
-        print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+        print("| ranks | device | float32 elements | MB | torch.distributed.all_reduce, %s (ms) | "
+              "ddl.allreduce (ms) | %s / ddl |" % (peer, peer))
+        print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
         for n, g, d in ar:
-            print("| %d | %.1f M | %.0f | %.1f | %.1f | %.2fx |"
-                  % (size, n / 1e6, n * 4 / 1e6, g * 1e3, d * 1e3, g / d))
+            print("| %d | %s | %.1f M | %.0f | %.2f | %.2f | %.2fx |"
+                  % (size, args.device, n / 1e6, n * 4 / 1e6, g * 1e3, d * 1e3, g / d))
     dist.destroy_process_group()
     ddl.finalize()
 

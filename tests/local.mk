@@ -61,7 +61,7 @@ TESTS += tests/unit/t_proto tests/unit/t_util tests/unit/t_ddlrun_args tests/uni
          tests/unit/t_api tests/unit/t_gpu_plan
 
 dist_check_SCRIPTS += tests/integration/lib.sh
-EXTRA_DIST += tests/helpers/py-check.py tests/helpers/py-ddp-check.py
+EXTRA_DIST += tests/helpers/py-check.py tests/helpers/py-ddp-check.py tests/helpers/py-gpu-check.py
 INTEGRATION_TESTS = \
     tests/integration/t0001-allreduce.t \
     tests/integration/t0002-ddlrun-exit.t \
@@ -86,7 +86,8 @@ INTEGRATION_TESTS = \
     tests/integration/t0037-ckpt-local.t \
     tests/integration/t0035-straggler.t \
     tests/integration/t0036-warm.t \
-    tests/integration/t0040-man.t
+    tests/integration/t0040-man.t \
+    tests/integration/t0041-python-gpu.t
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/README.md tests/lsan.supp tests/slurm/cluster.sh \
               tests/helpers/prom-samples.py
