@@ -100,6 +100,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--only", choices=("ddp", "allreduce"), help="one of the two tables")
     ap.add_argument("--backend", choices=("gloo", "nccl"), default="gloo",
                     help="torch.distributed's backend, the peer")
     args = ap.parse_args()
@@ -114,7 +115,7 @@ def main():
     peer = args.backend
     sizes = [float(s) for s in args.params.split(",")]
     rows = []
-    for mp in sizes:
+    for mp in sizes if args.only != "allreduce" else []:
         net, width = model_of(mp, args.device)
         nparams = sum(p.numel() for p in net.parameters())
         t_gloo, t_ddl = [], []
@@ -129,12 +130,12 @@ def main():
                 " ".join("%.1f" % (1e3 * v) for v in t_ddl)), flush=True)
         del net
     ar = []
-    for mp in sizes:
+    for mp in sizes if args.only != "ddp" else []:
         t = torch.ones(int(mp * 1e6), device=args.device)
         g = time_allreduce(t, lambda t: dist.all_reduce(t), args)
         d = time_allreduce(t, lambda t: ddl.allreduce(t), args)
         ar.append((t.numel(), g, d))
-    if rank == 0:
+    if rank == 0 and rows:
         print()
         print("| ranks | device | parameters | DDP step, %s (ms) | DDP step, ddl hook (ms) | "
               "%s / ddl |" % (peer, peer))
@@ -142,6 +143,7 @@ def main():
         for n, g, d in rows:
             print("| %d | %s | %.1f M | %.1f | %.1f | %.2fx |"
                   % (size, args.device, n / 1e6, g * 1e3, d * 1e3, g / d))
+    if rank == 0 and ar:
         print()
         print("| ranks | device | float32 elements | MB | torch.distributed.all_reduce, %s (ms) | "
               "ddl.allreduce (ms) | %s / ddl |" % (peer, peer))
