@@ -16,6 +16,12 @@
 
 /* Iterations without progress before the wait loop starts to yield. */
 #define DDL_SPIN_BEFORE_YIELD 64
+/* Yielding iterations without progress before it sleeps until the
+ * transport has an event (where the transport can: DDL_WAIT=block), at
+ * most DDL_EVENT_WAIT_MS at a time so that aborts and the idle hook are
+ * still seen. */
+#define DDL_YIELD_BEFORE_SLEEP 1000
+#define DDL_EVENT_WAIT_MS 1
 
 void ddl_tl_abandon(ddl_comm_t *comm, void **reqs, int n)
 {
@@ -60,7 +66,10 @@ ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n)
         else if (++idle > DDL_SPIN_BEFORE_YIELD) {
             if (tl->idle)
                 tl->idle();
-            sched_yield();
+            if (idle > DDL_SPIN_BEFORE_YIELD + DDL_YIELD_BEFORE_SLEEP && tl->ops->wait_event)
+                tl->ops->wait_event(tl, DDL_EVENT_WAIT_MS);
+            else
+                sched_yield();
         }
     }
 }

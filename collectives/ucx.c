@@ -12,13 +12,15 @@
  */
 #include "config.h"
 
+#include <poll.h>
 #include <sched.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <ucp/api/ucp.h>
 
 #include "ddl_int.h"
+#include "env.h"
 #include "log.h"
 
 /* Transfers below this size never look up a registration. */
@@ -36,7 +38,8 @@ static struct {
      * abort that may be never. */
     void **orphans;
     int norphans, orphans_cap;
-} ucx;
+    int efd; /* the worker's event descriptor (DDL_WAIT=block), else -1 */
+} ucx = {.efd = -1};
 
 /* A context that could not be cleaned up (see ddl_ucx_fini), kept
  * reachable until the process exits. */
@@ -68,6 +71,13 @@ static ddl_tl_t ucx_tl;
 
 ddl_status_t ddl_ucx_init(void **addr, size_t *addr_len, ddl_tl_t **tl)
 {
+    /* DDL_WAIT=block: a wait that sees no progress for a while sleeps on
+     * UCX's events instead of yielding the CPU in a loop */
+    int wait_mode = 0;
+    ddl_error_t err;
+    if (ddl_env_enum(DDLENV_DDL_WAIT, &wait_mode, &err) < 0)
+        return ddl_fail(DDL_ERR_INVALID, "%s", err.text);
+    const int block = wait_mode == 1;
     ucp_config_t *cfg;
     ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
     if (st != UCS_OK)
@@ -77,7 +87,7 @@ ddl_status_t ddl_ucx_init(void **addr, size_t *addr_len, ddl_tl_t **tl)
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS,
         /* RMA: memory keys, so that ranks of a node can map each other's
          * ddl_mem_alloc() buffers (ucp_rkey_ptr); no transfer uses it */
-        .features = UCP_FEATURE_TAG | UCP_FEATURE_RMA,
+        .features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | (block ? UCP_FEATURE_WAKEUP : 0),
         .estimated_num_eps = (size_t)ddl_ctx.size,
     };
     st = ucp_init(&params, cfg, &ucx.ucp);
@@ -101,6 +111,12 @@ ddl_status_t ddl_ucx_init(void **addr, size_t *addr_len, ddl_tl_t **tl)
         ucp_cleanup(ucx.ucp);
         ucx.ucp = NULL;
         return ddl_fail(DDL_ERR_TRANSPORT, "ucp_worker_create failed: %s", ucs_status_string(st));
+    }
+    ucx.efd = -1;
+    if (block && (st = ucp_worker_get_efd(ucx.worker, &ucx.efd)) != UCS_OK) {
+        ddl_warn("DDL_WAIT=block: UCX gives no event descriptor (%s): waits spin",
+                 ucs_status_string(st));
+        ucx.efd = -1;
     }
     ucx.neps = ddl_ctx.size;
     ucx.eps = calloc((size_t)ucx.neps, sizeof *ucx.eps);
@@ -344,6 +360,15 @@ static int ucx_progress(ddl_tl_t *tl)
     return (int)ucp_worker_progress(ucx.worker);
 }
 
+static void ucx_wait_event(ddl_tl_t *tl, int timeout_ms)
+{
+    (void)tl;
+    if (ucx.efd < 0 || ucp_worker_arm(ucx.worker) != UCS_OK)
+        return; /* UCS_ERR_BUSY: events are waiting, progress them */
+    struct pollfd p = {.fd = ucx.efd, .events = POLLIN};
+    (void)poll(&p, 1, timeout_ms);
+}
+
 int ddl_ucx_progress(void)
 {
     return ucx.worker ? (int)ucp_worker_progress(ucx.worker) : 0;
@@ -356,6 +381,7 @@ static const ddl_tl_ops_t ucx_ops = {
     .test = ucx_test,
     .cancel = ucx_cancel,
     .progress = ucx_progress,
+    .wait_event = ucx_wait_event,
 };
 
 static ddl_tl_t ucx_tl = {.ops = &ucx_ops};
@@ -448,5 +474,6 @@ void ddl_ucx_fini(void)
     ucx.eps = NULL;
     ucx.neps = 0;
     ucx.worker = NULL;
+    ucx.efd = -1;
     ucx.ucp = NULL;
 }

@@ -96,6 +96,39 @@ else
     t_skip "the 2^31 + 5-element u8 sum was checked"
 fi
 
+# DDL_WAIT=block: right on 3 ranks (more than this machine's cores here),
+# over shared memory and over TCP ...
+DDL_WAIT=block t_run 300 "$DDLRUN" -n 3 "$COLL_CHECK" --sizes 1,4097,1048579
+t_ok $? "DDL_WAIT=block: coll-check on 3 ranks passes"
+UCX_TLS=tcp,self DDL_WAIT=block t_run 300 "$DDLRUN" -n 3 "$COLL_CHECK" --sizes 1,4097,1048579
+t_ok $? "DDL_WAIT=block, UCX_TLS=tcp,self: coll-check on 3 ranks passes"
+# ... and a rank waiting 2 s for a late peer sleeps instead of spinning:
+# its CPU time over the wait, with spin and with block
+if t_find_python numpy; then
+    for mode in spin block; do
+        DDL_WAIT=$mode t_run 60 "$DDLRUN" -n 2 "$PY" -X "$T_TOKEN" -c '
+import time, numpy as np, ddl
+ddl.init()
+x = np.ones(4, np.float32)
+ddl.allreduce(x)
+if ddl.rank() == 0:
+    time.sleep(2)
+c = time.process_time()
+ddl.allreduce(x)
+if ddl.rank() == 1:
+    print("cpu %.2f" % (time.process_time() - c))
+ddl.finalize()'
+        cpu=$(sed -n 's/^cpu //p' "$T_TMP/out")
+        eval "cpu_$mode=\${cpu:-9}"
+    done
+    t_ok "$(awk -v s="$cpu_spin" -v b="$cpu_block" 'BEGIN { exit !(b < 0.5 && b < s / 2) }'; echo $?)" \
+        "waiting 2 s for a late peer took $cpu_block s of CPU with DDL_WAIT=block, $cpu_spin s with spin"
+else
+    t_skip "the CPU time of a wait: no python3 with numpy and the ddl package"
+fi
+DDL_WAIT=busy t_run 30 "$DDLRUN" -n 2 "$COLL_CHECK" --sizes 1
+t_like "$T_TMP/err" "DDL_WAIT='busy' is not one of spin, block" \
+    "an unknown DDL_WAIT fails ddl_init, listing the accepted values"
 DDL_ALLREDUCE_ALGO=bogus t_run 30 "$DDLRUN" -n 2 "$COLL_CHECK" --sizes 1
 t_ok $([ $? -ne 0 ]; echo $?) "an unknown DDL_ALLREDUCE_ALGO fails ddl_init"
 t_like "$T_TMP/err" "DDL_ALLREDUCE_ALGO='bogus' is not one of auto, ring, rd, rabenseifner, hier" \
