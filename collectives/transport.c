@@ -66,9 +66,8 @@ ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n)
         else if (++idle > DDL_SPIN_BEFORE_YIELD) {
             if (tl->idle)
                 tl->idle();
-            if (idle > DDL_SPIN_BEFORE_YIELD + DDL_YIELD_BEFORE_SLEEP && tl->ops->wait_event)
-                tl->ops->wait_event(tl, DDL_EVENT_WAIT_MS);
-            else
+            if (idle <= DDL_SPIN_BEFORE_YIELD + DDL_YIELD_BEFORE_SLEEP || !tl->ops->wait_event ||
+                !tl->ops->wait_event(tl, DDL_EVENT_WAIT_MS))
                 sched_yield();
         }
     }

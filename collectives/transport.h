@@ -48,9 +48,10 @@ typedef struct {
     /* progress: move pending transfers on; non-zero if anything happened. */
     int (*progress)(ddl_tl_t *tl);
     /* wait_event (optional, NULL: none): sleep until the transport has
-     * something to progress or timeout_ms passes; returns at once when it
-     * cannot wait for events (not asked for, or not supported). */
-    void (*wait_event)(ddl_tl_t *tl, int timeout_ms);
+     * something to progress or timeout_ms passes, and return 1; return 0
+     * at once when it cannot wait for events (not asked for, or not
+     * supported), and the caller yields the CPU instead. */
+    int (*wait_event)(ddl_tl_t *tl, int timeout_ms);
 } ddl_tl_ops_t;
 
 /* Mapped memory (optional): buffers that the node's ranks read from each

@@ -360,13 +360,16 @@ static int ucx_progress(ddl_tl_t *tl)
     return (int)ucp_worker_progress(ucx.worker);
 }
 
-static void ucx_wait_event(ddl_tl_t *tl, int timeout_ms)
+static int ucx_wait_event(ddl_tl_t *tl, int timeout_ms)
 {
     (void)tl;
-    if (ucx.efd < 0 || ucp_worker_arm(ucx.worker) != UCS_OK)
-        return; /* UCS_ERR_BUSY: events are waiting, progress them */
-    struct pollfd p = {.fd = ucx.efd, .events = POLLIN};
-    (void)poll(&p, 1, timeout_ms);
+    if (ucx.efd < 0)
+        return 0;
+    if (ucp_worker_arm(ucx.worker) == UCS_OK) {
+        struct pollfd p = {.fd = ucx.efd, .events = POLLIN};
+        (void)poll(&p, 1, timeout_ms);
+    } /* else UCS_ERR_BUSY: events are waiting, progress them */
+    return 1;
 }
 
 int ddl_ucx_progress(void)
