@@ -16,7 +16,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <ucp/api/ucp.h>
 
 #include "ddl_int.h"
@@ -443,16 +442,7 @@ void ddl_ucx_close(int force)
 void ddl_ucx_fini(void)
 {
     /* requests cancelled or freed in flight (an aborted world) go back to
-     * UCX's pool as they complete: let them, briefly (the orphans up to
-     * 0.2 s: the endpoints are closed, so most end with an error) */
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (ucx.worker && reap_orphans() > 0) {
-        ucp_worker_progress(ucx.worker);
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 200000000L)
-            break;
-    }
+     * UCX's pool as they complete: let them, briefly */
     for (int i = 0; ucx.worker && i < 1000 && ucp_worker_progress(ucx.worker); i++)
         ;
     const int stuck = ucx.worker ? reap_orphans() : ucx.norphans;
