@@ -111,7 +111,6 @@ ddl_status_t ddl_ucx_init(void **addr, size_t *addr_len, ddl_tl_t **tl)
         ucx.ucp = NULL;
         return ddl_fail(DDL_ERR_TRANSPORT, "ucp_worker_create failed: %s", ucs_status_string(st));
     }
-    ucx.efd = -1;
     if (block && (st = ucp_worker_get_efd(ucx.worker, &ucx.efd)) != UCS_OK) {
         ddl_warn("DDL_WAIT=block: UCX gives no event descriptor (%s): waits spin",
                  ucs_status_string(st));
@@ -445,7 +444,7 @@ void ddl_ucx_fini(void)
      * UCX's pool as they complete: let them, briefly */
     for (int i = 0; ucx.worker && i < 1000 && ucp_worker_progress(ucx.worker); i++)
         ;
-    const int stuck = ucx.worker ? reap_orphans() : ucx.norphans;
+    const int stuck = reap_orphans(); /* orphans exist only with a worker */
     for (int i = 0; i < ucx.norphans; i++)
         ucp_request_free(ucx.orphans[i]); /* released if they ever complete */
     free(ucx.orphans);
