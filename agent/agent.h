@@ -30,6 +30,9 @@
  * order.  A non-leader that loses the leader stops its own ranks
  * (DDL_EXIT_NODE_LOST).
  */
+/* DDL_DETECTOR's values, in the order of ddl_env.def */
+enum { AGENT_DET_AUTO, AGENT_DET_ADAPTIVE, AGENT_DET_FIXED };
+
 typedef struct {
     const char *socket_path; /* where to listen (required) */
     const char *step;        /* step id shown by `status` (required) */
@@ -46,8 +49,10 @@ typedef struct {
     uint32_t secret_len;
     int exit_when_done;        /* exit once every local rank has ended */
     int heartbeat_ms;          /* between PEER_BEATs to linked agents (0: default) */
-    int detector_fixed;        /* 1: a link is lost after node_timeout_ms of silence, never
-                                * sooner (DDL_DETECTOR=fixed); 0: adaptive (detector.h) */
+    int detector;              /* DDL_DETECTOR: AGENT_DET_AUTO (adaptive while the step can
+                                * recover from a lost node, fixed otherwise), _ADAPTIVE
+                                * (detector.h) or _FIXED (a link is lost after
+                                * node_timeout_ms of silence, never sooner) */
     /* recovery (srun --ddl, ddlrun --emulate): ranks' supervisors report failures
      * and wait for the leader's decision (a new generation, stop, finish). */
     int supervise;             /* 0: ranks end on their own (a bare agent) */

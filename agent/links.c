@@ -148,7 +148,7 @@ void handle_auth(agent_t *a, conn_t *c, const ddl_msg_t *m)
     c->kind = CONN_PEER;
     c->node_id = node;
     c->heard_ms = ddl_now_ms();
-    ddl_det_init(&c->det, !o->detector_fixed, a->beat_ms, a->node_timeout_ms);
+    ddl_det_init(&c->det, o->detector != AGENT_DET_FIXED, a->beat_ms, a->node_timeout_ms);
     peer_t *p = &a->peers[node];
     p->state = DDL_PEER_UP;
     p->heard_at = ddl_now_ms();
@@ -253,7 +253,7 @@ int connect_to(agent_t *a, const char *addr, int timeout_ms)
     c->authed = 1;
     c->node_id = leader;
     c->heard_ms = ddl_now_ms();
-    ddl_det_init(&c->det, !o->detector_fixed, a->beat_ms, a->node_timeout_ms);
+    ddl_det_init(&c->det, o->detector != AGENT_DET_FIXED, a->beat_ms, a->node_timeout_ms);
     c->rank = -1;
     snprintf(c->ip, sizeof c->ip, "%.*s", (int)strcspn(addr, ":"), addr);
     a->up = c;
@@ -308,20 +308,50 @@ static int pending(const conn_t *c)
     return c->fd >= 0 && poll(&p, 1, 0) > 0;
 }
 
-/* check_silence: links quiet for longer than their detector allows
- * (detector.h; never longer than the node timeout) are lost. */
+/* recoverable: a lost node would not end the step: a spare is left, or the
+ * world may shrink (--ddl-min-nodes).  A follower's view of the world is
+ * its last GENERATION's, which is enough here. */
+static int recoverable(const agent_t *a)
+{
+    if (!a->w.node_rank)
+        return 0; /* no spare, no shrinking: any lost node ends the step */
+    uint32_t idle = 0, active = 0;
+    for (uint32_t n = 0; n < a->opts->nnodes; n++) {
+        if (a->lost[n])
+            continue;
+        idle += a->w.node_rank[n] == NO_RANK;
+        active += a->w.node_rank[n] != NO_RANK;
+    }
+    return idle > 0 || (a->opts->min_nodes && active > a->opts->min_nodes);
+}
+
+/* allowed_ms: the silence c is allowed now.  The adaptive allowance
+ * (detector.h) finds a lost node in a fraction of the node timeout, and
+ * can be wrong on a machine so loaded that an agent misses a few beats.
+ * DDL_DETECTOR=auto uses it only while a lost node can be recovered from
+ * (a false alarm then costs a restart); where a lost node ends the step,
+ * it waits the whole node timeout, so that a late beat cannot end a
+ * healthy step. */
+static int allowed_ms(const agent_t *a, const conn_t *c)
+{
+    if (a->opts->detector == AGENT_DET_AUTO && !recoverable(a))
+        return a->node_timeout_ms;
+    return c->det.allowed_ms;
+}
+
+/* check_silence: links quiet for longer than allowed_ms are lost. */
 void check_silence(agent_t *a)
 {
     int64_t now = ddl_now_ms();
     for (size_t i = a->nconns; i-- > 0;) {
         conn_t *c = a->conns[i];
         if ((c->kind != CONN_PEER && c->kind != CONN_LEADER) ||
-            now <= ddl_det_deadline(&c->det, c->heard_ms) ||
+            now <= c->heard_ms + allowed_ms(a, c) ||
             (!c->close_after_flush && now - c->heard_ms <= a->node_timeout_ms && pending(c)))
             continue;
         char how[128];
         snprintf(how, sizeof how, "was silent for %.2f s (allowed %.2f s, node timeout %.1f s)",
-                 (double)(now - c->heard_ms) / 1000.0, c->det.allowed_ms / 1000.0,
+                 (double)(now - c->heard_ms) / 1000.0, allowed_ms(a, c) / 1000.0,
                  a->node_timeout_ms / 1000.0);
         link_lost(a, c, how);
         c->heard_ms = INT64_MAX / 2; /* reported: drop it without a second report */
@@ -337,7 +367,7 @@ int silence_due(agent_t *a)
         conn_t *c = a->conns[i];
         if (c->kind != CONN_PEER && c->kind != CONN_LEADER)
             continue;
-        int64_t left = ddl_det_deadline(&c->det, c->heard_ms) + 1 - now;
+        int64_t left = c->heard_ms + allowed_ms(a, c) + 1 - now;
         left = left < 0 ? 0 : left;
         due = due < 0 || left < due ? left : due;
     }

@@ -195,7 +195,7 @@ static int cmd_serve(int argc, char **argv)
     int det;
     if (ddl_env_enum(DDLENV_DDL_DETECTOR, &det, &err) < 0)
         return bad("serve: %s", err.text);
-    o.detector_fixed = det == 1;
+    o.detector = det;
     if (a.local_ranks && ddl_rank_list_parse(a.local_ranks, &local, &o.nlocal) < 0)
         return bad("serve: --local-ranks: '%s': %s", a.local_ranks, strerror(errno));
     o.local = local;

@@ -264,7 +264,7 @@ soak() {
     n=0 lost=0
     while [ "$(date +%s)" -lt "$end" ]; do
         left=$((end - $(date +%s)))
-        { UCX_TLS=tcp,self timeout -s TERM "$left" "$ddlrun" -n 3 --nodes 3 --emulate --restarts 5 \
+        { UCX_TLS=tcp,self DDL_DETECTOR=adaptive timeout -s TERM "$left" "$ddlrun" -n 3 --nodes 3 --emulate --restarts 5 \
             "$probe" 50 >"$tmp/soak.log" 2>&1; } || true
         n=$((n + 1))
         lost=$((lost + $(grep -c 'node-lost' "$tmp/soak.log" || true)))

@@ -15,7 +15,10 @@
 #  2. a worker stopped with SIGSTOP: found by --hang-timeout 2, same weights;
 #  3. node1 killed (SIGKILL to its process group) with --spares 1: node2
 #     takes its place, same weights; node1 frozen (SIGSTOP: its link stays
-#     up but silent, like a crash with its link down): the same;
+#     up but silent, like a crash with its link down): the same; node1
+#     frozen without a spare: exit 93 after the whole node timeout
+#     (DDL_DETECTOR=auto), or after the adaptive allowance with
+#     DDL_DETECTOR=adaptive;
 #  4. node1 killed without a spare, --min-nodes 1: the world shrinks to 2
 #     ranks, the run completes with a sane accuracy;
 #  5. node0, the leader's node, frozen with --spares 1: node1 takes over as
@@ -172,6 +175,23 @@ t_like "$T_TMP/fixed.err" "node 1 \(node1\): its agent was silent for 2\.[0-9]+ 
     "... found silent after the whole node timeout"
 unset DDL_DETECTOR
 clean fixed
+
+# DDL_DETECTOR=auto (the default) without a spare or --min-nodes: a lost
+# node ends the step, so the adaptive allowance is not used there (a few
+# late beats on an overloaded machine must not end a healthy step)
+crash frozen-nospare STOP 1
+t_status $? 93 "no spare: node1 stopped: the step stops (exit 93)" "$T_TMP/frozen-nospare.err"
+t_like "$T_TMP/frozen-nospare.err" "node 1 \(node1\): its agent was silent for 2\.[0-9]+ s \(allowed 2\.00 s, node timeout 2\.0 s\) \[node-lost\]" \
+    "... found silent after the whole node timeout (DDL_DETECTOR=auto: a lost node would end the step)"
+clean frozen-nospare
+export DDL_DETECTOR=adaptive
+crash frozen-adaptive STOP 1
+t_status $? 93 "DDL_DETECTOR=adaptive, no spare: node1 stopped: exit 93" "$T_TMP/frozen-adaptive.err"
+allowed=$(sed -n 's/.*node 1 (node1): its agent was silent for [0-9.]* s (allowed \([0-9.]*\) s.*/\1/p' "$T_TMP/frozen-adaptive.err" | head -n 1)
+t_ok $(awk "BEGIN{exit !(\"${allowed:-9}\" + 0 < 1)}"; echo $?) \
+    "... found silent by the adaptive allowance (${allowed:-?} s, less than 1 s)"
+unset DDL_DETECTOR
+clean frozen-adaptive
 
 # --- 4. shrink ---------------------------------------------------------------------
 crash shrink KILL 1 --min-nodes 1
