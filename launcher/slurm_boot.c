@@ -5,7 +5,8 @@
  * used exactly once, by every task: rank 0 puts the leader agent's TCP
  * address, the PyTorch rendezvous address and a fresh random secret; one
  * fence collects the data; everyone gets rank 0's values and the list of
- * the ranks on its node; then PMIx_Finalize.  The node's first task
+ * the ranks on its node; then PMIx_Finalize.  The fence is waited for here,
+ * at most DDL_BOOTSTRAP_TIMEOUT (fence_wait).  The node's first task
  * (SLURM_LOCALID 0) starts the node's ddl-agent as its own child, so that
  * Slurm tracks and kills it with the step; the secret reaches the agent
  * through a pipe, never a command line.
@@ -14,9 +15,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef HAVE_PMIX
@@ -205,6 +208,66 @@ static int publish(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
                : 0;
 }
 
+/* The step's one fence.  PMIX_TIMEOUT is honoured by a node's PMIx server
+ * only while the tasks of its own node gather; Slurm's PMIx plugin then
+ * passes the node's contribution around its ring or tree of nodes, which
+ * has no timeout: when a task of another node never reaches the fence (it
+ * failed or hung before it), the tasks whose nodes completed would wait
+ * until the job's time limit.  So the fence is started non-blocking and
+ * waited for here, with the same limit.  Static: a fence given up on may
+ * still complete (or touch its info) after exchange has returned. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    pmix_status_t status;
+    pmix_info_t info[2];
+} fence = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void fence_done(pmix_status_t status, void *cbdata)
+{
+    (void)cbdata;
+    pthread_mutex_lock(&fence.mu);
+    fence.status = status;
+    fence.done = 1;
+    pthread_cond_signal(&fence.cv);
+    pthread_mutex_unlock(&fence.mu);
+}
+
+/* fence_wait: the fence over every task of the step, collecting the data
+ * put before it; PMIX_ERR_TIMEOUT with *stuck set when it did not complete
+ * within timeout_s (the fence is then still pending: no PMIx_Finalize). */
+static pmix_status_t fence_wait(long timeout_s, int *stuck)
+{
+    bool collect = true;
+    int to = (int)timeout_s;
+    pthread_condattr_t ca;
+    *stuck = 0;
+    if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+        pthread_cond_init(&fence.cv, &ca) != 0)
+        return PMIX_ERR_OUT_OF_RESOURCE;
+    pthread_condattr_destroy(&ca);
+    PMIX_INFO_LOAD(&fence.info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    PMIX_INFO_LOAD(&fence.info[1], PMIX_TIMEOUT, &to, PMIX_INT);
+    pmix_status_t rc = PMIx_Fence_nb(NULL, 0, fence.info, 2, fence_done, NULL);
+    if (rc == PMIX_OPERATION_SUCCEEDED)
+        return PMIX_SUCCESS; /* completed at once: no callback */
+    if (rc != PMIX_SUCCESS)
+        return rc;
+    /* a few seconds past the servers' own limit, so that theirs (which
+     * names the missing side better) reports first where it applies */
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += timeout_s + 5;
+    pthread_mutex_lock(&fence.mu);
+    while (!fence.done && pthread_cond_timedwait(&fence.cv, &fence.mu, &dl) != ETIMEDOUT)
+        ;
+    rc = fence.done ? fence.status : PMIX_ERR_TIMEOUT;
+    *stuck = !fence.done;
+    pthread_mutex_unlock(&fence.mu);
+    return rc;
+}
+
 static int exchange(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
 {
     long timeout_s;
@@ -228,14 +291,15 @@ static int exchange(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
         pmix_fail(err, "PMIx_Commit", rc);
         goto out;
     }
-    pmix_info_t info[2];
-    bool collect = true;
-    int to = (int)timeout_s;
-    PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
-    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &to, PMIX_INT);
-    rc = PMIx_Fence(NULL, 0, info, 2);
-    PMIX_INFO_DESTRUCT(&info[0]);
-    PMIX_INFO_DESTRUCT(&info[1]);
+    int stuck;
+    rc = fence_wait(timeout_s, &stuck);
+    if (stuck) {
+        /* the fence may still complete: leave PMIx as it is, exit */
+        return ddl_errprintf(err, "PMIx_Fence over the step's %ld tasks did not complete in %ld s "
+                             "(DDL_BOOTSTRAP_TIMEOUT): a task of the step never reached it (it "
+                             "failed or hung before; see the other tasks' errors)",
+                             b->size, timeout_s + 5);
+    }
     if (rc != PMIX_SUCCESS) {
         ddl_errprintf(err, "PMIx_Fence over the step's %ld tasks failed (timeout %ld s, "
                       "DDL_BOOTSTRAP_TIMEOUT): %s", b->size, timeout_s, PMIx_Error_string(rc));

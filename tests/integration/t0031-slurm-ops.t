@@ -23,7 +23,10 @@
 #     log files and the metrics files are the user's;
 #  6. a symbolic link planted at DIR/logs/UID is not followed (the step is
 #     refused, the link's target keeps its owner); a log_dir that others
-#     may write refuses --ddl steps.
+#     may write refuses --ddl steps;
+#  7. a task that fails before the bootstrap's PMIx fence (its runtime
+#     directory refused on n2): the other node's task gives up at the fence
+#     after DDL_BOOTSTRAP_TIMEOUT instead of waiting for the time limit.
 #
 # Skips like t0015 (root, Slurm, munge, the plugin), and the prometheus
 # and ordinary-user parts without python3-prometheus-client or useradd.
@@ -188,6 +191,24 @@ if OTHER_UID=$(id -u $OTHER 2>/dev/null); then
 else
     for i in $(seq 7); do t_skip "no user $OTHER and useradd failed"; done
 fi
+# --- 7. a task that fails before the bootstrap's fence ---------------------------
+# DDL_RUNTIME_DIR names a directory in each node's own /tmp; n2's is open to
+# everyone, so n2's ddl-launch refuses it and exits before the PMIx fence.
+# Slurm's PMIx plugin passes the fence between nodes without a timeout, so
+# n1's task, whose node completed its part, used to wait there until the
+# job's time limit; it gives up after DDL_BOOTSTRAP_TIMEOUT (+5 s).
+RT=/tmp/ddl-rt.$$
+mkdir -p "$CL_DIR/nodes/n1$RT" "$CL_DIR/nodes/n2$RT/ddl-0" && chmod 0777 "$CL_DIR/nodes/n2$RT/ddl-0"
+t0=$(date +%s)
+DDL_RUNTIME_DIR=$RT DDL_BOOTSTRAP_TIMEOUT=5 t_run 60 $SRUN true
+rc=$? took=$(($(date +%s) - t0))
+t_ok "$([ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ]; echo $?)" \
+    "a task fails before the bootstrap's fence: the step ends (srun exited $rc after $took s; 124: hung)"
+t_like "$T_TMP/err" "is not a private directory of uid 0" "... n2's task says why it failed"
+t_like "$T_TMP/err" "PMIx_Fence over the step's 2 tasks did not complete in 10 s \(DDL_BOOTSTRAP_TIMEOUT\): a task of the step never reached it" \
+    "... n1's task gives up waiting for it at the fence"
+rm -rf "$CL_DIR/nodes/n1$RT" "$CL_DIR/nodes/n2$RT"
+
 mkdir -m 1777 "$D/open" && chmod 1777 "$D/open"
 sed -i "s|^log_dir = .*|log_dir = \"$D/open\"|" "$CL_CONF"
 t_run 60 $SRUN true
