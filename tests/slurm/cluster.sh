@@ -14,9 +14,6 @@
 #
 # DDL_CLUSTER_SHARE="PATH..." (at start): paths under the host's /tmp that the
 # nodes must see (each node has a private /tmp), e.g. a build tree.
-# DDL_SAN_PRELOAD="LIB:LIB" and DDL_SAN_OPTIONS (at start): sanitizer runtimes
-# preloaded into slurmctld and slurmd (and so slurmstepd), for a plugin built
-# with --enable-sanitizers; tests/slurm/lib-cluster.sh sets them.
 #
 # Exit status 77 means a prerequisite is missing (not root, Slurm or munge not
 # installed, no network namespaces): callers skip with the printed reason.
@@ -128,7 +125,7 @@ start_nodes() {
                    for p in \$DDL_CLUSTER_SHARE; do
                        case \$p in /tmp/*) mkdir -p \$p; mount --bind '$DIR/nodes/n$i/hosttmp'/\${p#/tmp/} \$p ;; esac
                    done
-                   exec \$DDL_SAN_ENV slurmd -f '$DIR/slurm.conf'"
+                   exec slurmd -f '$DIR/slurm.conf'"
     done
 }
 
@@ -148,10 +145,6 @@ wait_idle() {
 }
 
 do_start() {
-    DDL_SAN_ENV=
-    [ -n "${DDL_SAN_PRELOAD:-}" ] &&
-        DDL_SAN_ENV="env LD_PRELOAD=$DDL_SAN_PRELOAD ASAN_OPTIONS=${DDL_SAN_OPTIONS:-detect_leaks=0}"
-    export DDL_SAN_ENV
     [ "$N" -ge 1 ] && [ "$N" -le 8 ] || { log "N must be 1-8, not '$N'"; exit 2; }
     case $DIR in
     /tmp | /tmp/*)
@@ -171,7 +164,7 @@ do_start() {
     start_munge
     write_conf
     start_nodes
-    $DDL_SAN_ENV slurmctld -f "$DIR/slurm.conf" -i
+    slurmctld -f "$DIR/slurm.conf" -i
     wait_idle
     trap - EXIT
     echo "SLURM_CONF=$DIR/slurm.conf"

@@ -56,29 +56,25 @@ cl_init() {
     cl_sanitizer_runtime
 }
 
-# cl_sanitizer_runtime: a plugin built with --enable-sanitizers is loaded
-# by srun, sbatch, salloc, slurmd and slurmstepd, which are not: the ASan and
-# UBSan runtimes must come first in those processes.  Only there: the test
-# shell and its tools (sed, pkill...) run without them (a preloaded ASan in
-# pkill was seen to deadlock).  DDL_SAN_PRELOAD tells cluster.sh to start the
-# daemons with the runtimes; srun, sbatch and salloc are wrapped in
-# $T_TMP/san-bin, first in PATH; the tasks inherit the runtimes from srun.
-# Slurm's own allocations are not ddl's leaks: leak checking is off there
-# (the tests outside the cluster check ddl's).
+# cl_sanitizer_runtime: with --enable-sanitizers the tasks (ddl-launch, the
+# workers) carry the ASan and UBSan runtimes themselves; the plugin is built
+# without them (plugins/local.mk: preloaded into slurmstepd, ASan deadlocked
+# a forked task), so Slurm's daemons, srun, sbatch and salloc run as they
+# are.  srun, sbatch and salloc are wrapped in $T_TMP/san-bin, first in
+# PATH, only to pass the tasks ASAN_OPTIONS with leak checking off: a task
+# that Slurm kills at the end of a step is not a leak of ddl's (the tests
+# outside the cluster check ddl's).
 cl_sanitizer_runtime() {
-    san=$(ldd "$PLUGIN" 2>/dev/null | awk '/lib(asan|ubsan)\.so/ {printf "%s%s", sep, $3; sep = ":"}')
-    [ -n "$san" ] || return 0
-    export DDL_SAN_PRELOAD="$san"
-    export DDL_SAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+    ldd "$DDL_LAUNCH" 2>/dev/null | grep -q 'libasan\.so' || return 0
+    san_opts="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
     mkdir -p "$T_TMP/san-bin"
     for tool in srun sbatch salloc; do
         real=$(command -v "$tool") || continue
-        printf '#!/bin/sh\nLD_PRELOAD="%s${LD_PRELOAD:+:$LD_PRELOAD}" ASAN_OPTIONS="%s" exec %s "$@"\n' \
-            "$san" "$DDL_SAN_OPTIONS" "$real" >"$T_TMP/san-bin/$tool"
+        printf '#!/bin/sh\nASAN_OPTIONS="%s" exec %s "$@"\n' "$san_opts" "$real" >"$T_TMP/san-bin/$tool"
         chmod 755 "$T_TMP/san-bin/$tool"
     done
     export PATH="$T_TMP/san-bin:$PATH"
-    t_diag "sanitizer build: $san preloaded into srun/sbatch/salloc and the cluster's daemons, leak checks off there"
+    t_diag "sanitizer build: the tasks run with ASAN_OPTIONS=$san_opts (srun, sbatch, salloc wrapped); the plugin and Slurm without sanitizers"
 }
 
 cl_plugstack() {
