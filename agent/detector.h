@@ -13,7 +13,7 @@
  * DDL_DET_MIN_SAMPLES intervals are known the allowance is timeout_ms, as
  * is every allowance of a fixed detector (DDL_DETECTOR=fixed, and under
  * DDL_DETECTOR=auto, the default, wherever a lost node would end the step:
- * links.c's allowed_ms); while
+ * links.c's learned()); while
  * fewer than DDL_DET_LEARN_SAMPLES are known, the floor is
  * DDL_DET_LEARN_BEATS intervals instead (a young link: 0.6 s at 0.1 s
  * beats from 0.4 s after it came up).  The silence is counted from the

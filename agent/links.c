@@ -325,35 +325,41 @@ static int recoverable(const agent_t *a)
     return idle > 0 || (a->opts->min_nodes && active > a->opts->min_nodes);
 }
 
-/* allowed_ms: the silence c is allowed now.  The adaptive allowance
- * (detector.h) finds a lost node in a fraction of the node timeout, and
- * can be wrong on a machine so loaded that an agent misses a few beats.
- * DDL_DETECTOR=auto uses it only while a lost node can be recovered from
- * (a false alarm then costs a restart); where a lost node ends the step,
- * it waits the whole node timeout, so that a late beat cannot end a
- * healthy step. */
-static int allowed_ms(const agent_t *a, const conn_t *c)
+/* learned: whether the links' learned allowances apply now.  They find a
+ * lost node in a fraction of the node timeout, and can be wrong on a
+ * machine so loaded that an agent misses a few beats.  DDL_DETECTOR=auto
+ * uses them only while a lost node can be recovered from (a false alarm
+ * then costs a restart); where a lost node ends the step, a link is
+ * allowed the whole node timeout, so that a late beat cannot end a healthy
+ * step.  Once per pass over the links: recoverable() walks the nodes. */
+static int learned(const agent_t *a)
 {
-    if (a->opts->detector == AGENT_DET_AUTO && !recoverable(a))
-        return a->node_timeout_ms;
-    return c->det.allowed_ms;
+    return a->opts->detector != AGENT_DET_AUTO || recoverable(a);
 }
 
-/* check_silence: links quiet for longer than allowed_ms are lost. */
+/* deadline: when c, silent since c->heard_ms, is lost. */
+static int64_t deadline(const agent_t *a, const conn_t *c, int use_learned)
+{
+    return use_learned ? ddl_det_deadline(&c->det, c->heard_ms) : c->heard_ms + a->node_timeout_ms;
+}
+
+/* check_silence: links quiet past their deadline are lost. */
 void check_silence(agent_t *a)
 {
     int64_t now = ddl_now_ms();
+    int use = learned(a);
     for (size_t i = a->nconns; i-- > 0;) {
         conn_t *c = a->conns[i];
         if ((c->kind != CONN_PEER && c->kind != CONN_LEADER) ||
-            now <= c->heard_ms + allowed_ms(a, c) ||
+            now <= deadline(a, c, use) ||
             (!c->close_after_flush && now - c->heard_ms <= a->node_timeout_ms && pending(c)))
             continue;
         char how[128];
         snprintf(how, sizeof how, "was silent for %.2f s (allowed %.2f s, node timeout %.1f s)",
-                 (double)(now - c->heard_ms) / 1000.0, allowed_ms(a, c) / 1000.0,
-                 a->node_timeout_ms / 1000.0);
+                 (double)(now - c->heard_ms) / 1000.0,
+                 (use ? c->det.allowed_ms : a->node_timeout_ms) / 1000.0, a->node_timeout_ms / 1000.0);
         link_lost(a, c, how);
+        use = learned(a); /* this loss may have used the last spare */
         c->heard_ms = INT64_MAX / 2; /* reported: drop it without a second report */
         conn_drop(a, i);
     }
@@ -363,11 +369,12 @@ void check_silence(agent_t *a)
 int silence_due(agent_t *a)
 {
     int64_t due = -1, now = ddl_now_ms();
+    int use = learned(a);
     for (size_t i = 0; i < a->nconns; i++) {
         conn_t *c = a->conns[i];
         if (c->kind != CONN_PEER && c->kind != CONN_LEADER)
             continue;
-        int64_t left = c->heard_ms + allowed_ms(a, c) + 1 - now;
+        int64_t left = deadline(a, c, use) + 1 - now;
         left = left < 0 ? 0 : left;
         due = due < 0 || left < due ? left : due;
     }

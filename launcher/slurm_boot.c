@@ -216,6 +216,8 @@ static int publish(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
  * until the job's time limit.  So the fence is started non-blocking and
  * waited for here, with the same limit.  Static: a fence given up on may
  * still complete (or touch its info) after exchange has returned. */
+#define FENCE_GRACE_S 5 /* past the servers' own limit (fence_wait) */
+
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -258,7 +260,7 @@ static pmix_status_t fence_wait(long timeout_s, int *stuck)
      * names the missing side better) reports first where it applies */
     struct timespec dl;
     clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += timeout_s + 5;
+    dl.tv_sec += timeout_s + FENCE_GRACE_S;
     pthread_mutex_lock(&fence.mu);
     while (!fence.done && pthread_cond_timedwait(&fence.cv, &fence.mu, &dl) != ETIMEDOUT)
         ;
@@ -298,7 +300,7 @@ static int exchange(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
         return ddl_errprintf(err, "PMIx_Fence over the step's %ld tasks did not complete in %ld s "
                              "(DDL_BOOTSTRAP_TIMEOUT): a task of the step never reached it (it "
                              "failed or hung before; see the other tasks' errors)",
-                             b->size, timeout_s + 5);
+                             b->size, timeout_s + FENCE_GRACE_S);
     }
     if (rc != PMIX_SUCCESS) {
         ddl_errprintf(err, "PMIx_Fence over the step's %ld tasks failed (timeout %ld s, "

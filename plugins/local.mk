@@ -17,7 +17,7 @@ plugins_spank_ddl_la_SOURCES = plugins/spank_ddl.c plugins/spank_opts.c plugins/
 # hung in its PMIx fence).  Its code is checked under the sanitizers by
 # t_spank_opts, t_conf and the fuzz targets, which compile it themselves.
 plugins_spank_ddl_la_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CPPFLAGS)
-plugins_spank_ddl_la_CFLAGS = $(WARN_CFLAGS) -std=gnu11 $(CONFUSE_CFLAGS)
+plugins_spank_ddl_la_CFLAGS = $(NOSAN_CFLAGS) $(CONFUSE_CFLAGS)
 plugins_spank_ddl_la_LIBADD = $(CONFUSE_LIBS)
 plugins_spank_ddl_la_LDFLAGS = -module -avoid-version -shared \
     -Wl,--version-script=$(top_srcdir)/plugins/spank_ddl.lds
