@@ -447,10 +447,12 @@ static int setup(agent_t *a)
     a->peers = calloc(a->opts->nnodes ? a->opts->nnodes : 1, sizeof *a->peers);
     a->exited = calloc(n, 1);
     a->lost = calloc(a->opts->nnodes ? a->opts->nnodes : 1, 1);
+    a->retaken = calloc(a->opts->nnodes ? a->opts->nnodes : 1, sizeof *a->retaken);
+    a->grow_ck = -2;
     a->owner = malloc(n * sizeof *a->owner);
     a->nonces = calloc(NONCE_MEMORY, sizeof *a->nonces);
     if (!a->ranks || !a->ag_blob || !a->ag_len || !a->ag_waiter || !a->is_local || !a->heard_at ||
-        !a->peers || !a->exited || !a->lost || !a->owner || !a->nonces) {
+        !a->peers || !a->exited || !a->lost || !a->retaken || !a->owner || !a->nonces) {
         ddl_error("out of memory for a step of %u ranks", n);
         return -1;
     }
@@ -609,6 +611,22 @@ static void on_decide_timer(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
         decide(a);
 }
 
+/* on_grow_timer: the leader looks for the checkpoint a shrunk world grows
+ * at; a follower asks its old leader again. */
+static void on_grow_timer(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
+{
+    agent_t *a = arg;
+    int64_t now = ddl_now_ms();
+    (void)loop;
+    (void)t;
+    if (!a->opts->supervise || a->final)
+        return;
+    if (a->grow_at && now >= a->grow_at)
+        grow_check(a);
+    if (a->rejoin_at && now >= a->rejoin_at)
+        rejoin(a); /* may block up to 2 s (connect_to) */
+}
+
 static void on_takeover_timer(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
 {
     agent_t *a = arg;
@@ -681,8 +699,12 @@ static void agent_prepare(ddl_evloop_t *loop, void *arg)
     arm_at(a->silence_t, due >= 0, ddl_now_ms() + due);
     arm_at(a->decide_t, sup && a->decide_at && !a->takeover_until, a->decide_at);
     arm_at(a->takeover_t, sup && a->takeover_until, a->takeover_until);
+    int64_t g = a->grow_at && (!a->rejoin_at || a->grow_at < a->rejoin_at) ? a->grow_at
+                                                                           : a->rejoin_at;
+    arm_at(a->grow_t, sup && g, g);
     int mx = metrics_wait(a, -1); /* -1: no metrics directory */
     arm_at(a->metrics_t, mx >= 0, ddl_now_ms() + mx);
+    a->round_ms = ddl_now_ms(); /* the loop waits from here */
     if (o->exit_when_done && all_done(a)) {
         int busy = 0; /* flush what is queued first */
         for (size_t i = 0; i < a->nconns; i++)
@@ -706,6 +728,7 @@ static int watch(agent_t *a)
         !(a->silence_t = ddl_ev_timer_new(l, on_silence_timer, a)) ||
         !(a->decide_t = ddl_ev_timer_new(l, on_decide_timer, a)) ||
         !(a->takeover_t = ddl_ev_timer_new(l, on_takeover_timer, a)) ||
+        !(a->grow_t = ddl_ev_timer_new(l, on_grow_timer, a)) ||
         !(a->pause_t = ddl_ev_timer_new(l, on_wake, a)) ||
         !(a->tick_t = ddl_ev_timer_new(l, on_wake, a)) ||
         !(a->metrics_t = ddl_ev_timer_new(l, on_metrics_timer, a))) {
@@ -762,6 +785,7 @@ out:
     free(a.peers);
     free(a.exited);
     free(a.lost);
+    free(a.retaken);
     free(a.owner);
     free(a.nonces);
     free(a.roster);

@@ -27,8 +27,11 @@
  * stop with a DDL_EXIT_* status, or finish once every rank exited 0.  A
  * lost node's ranks move to a spare node (spares), or the world shrinks
  * (min_nodes); both need the same number of tasks on every node in block
- * order.  A non-leader that loses the leader stops its own ranks
- * (DDL_EXIT_NODE_LOST).
+ * order.  A lost node whose agent comes back (it froze, then resumed) is
+ * taken back as a spare up to node_retakes times, and a world that shrank
+ * grows back to its first size at the next committed checkpoint.  A
+ * non-leader that loses the leader stops its own ranks
+ * (DDL_EXIT_NODE_LOST) unless another node can take over.
  */
 /* DDL_DETECTOR's values, in the order of ddl_env.def */
 enum { AGENT_DET_AUTO, AGENT_DET_ADAPTIVE, AGENT_DET_FIXED };
@@ -63,6 +66,9 @@ typedef struct {
     uint32_t spares;           /* the last `spares` nodes wait idle to replace lost ones */
     uint32_t min_nodes;        /* without a spare, a lost node shrinks the world down to
                                 * this many nodes (0: never shrink) */
+    uint32_t node_retakes;     /* a lost node whose agent comes back is taken back as a
+                                * spare this many times (DDL_NODE_RETAKES); later returns
+                                * are linked but never given ranks */
     int ddlrun_names;          /* reports name ddlrun's options (--restarts), not srun's
                                 * (--ddl-restarts): --option-names ddlrun */
     const char *host;          /* this node's name in reports (NULL: the host name);

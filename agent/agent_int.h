@@ -178,6 +178,19 @@ struct agent {
     char takeover_why[300]; /* "lost the leader agent (node N, ADDR): HOW" */
     char takeover_how[160];
     uint32_t old_leader;    /* the leader that was lost */
+    /* nodes that come back (a frozen node that resumed): */
+    uint32_t *retaken;      /* leader: per node, times its agent came back after a loss */
+    int64_t round_ms;       /* when the loop last went to wait: a callback long after it
+                             * means this agent itself was stopped (frozen, not scheduled) */
+    int ask_old_leader;     /* the leader's link ended while this agent was stopped, or
+                             * closed: ask the same leader again before a takeover */
+    int64_t rejoin_at;      /* follower: ask the old leader again then (it was deciding) */
+    uint32_t rejoin_tries;
+    int refused;            /* connect_to: the leader's ERROR code, 0: none */
+    int64_t grow_ck;        /* leader: a shrunk world grows at the first checkpoint after
+                             * this step (-2: no growth pending) */
+    int64_t grow_at;        /* leader: the next look at DIR/latest for it, 0: none */
+    ddl_ev_timer_t *grow_t; /* grow_at, rejoin_at */
     /* what an authenticated peer may speak for */
     uint32_t *owner;        /* per slot: the node that reported it (no map: first claim) */
     uint8_t (*nonces)[DDL_AUTH_NONCE]; /* the last NONCE_MEMORY nonces seen in PEER_AUTH */
@@ -244,6 +257,8 @@ void send_roster(agent_t *a);
 void handle_roster(agent_t *a, const ddl_msg_t *m);
 void takeover(agent_t *a);                               /* may block in connect_to */
 void finish_takeover(agent_t *a);
+void rejoin(agent_t *a);                                 /* ask the old leader again */
+int retired(const agent_t *a, uint32_t node);            /* back too often: never given ranks */
 
 /* exchange.c */
 void ag_reset(agent_t *a);
@@ -264,6 +279,9 @@ void report_failure(agent_t *a, const failure_t *f);
 void rank_exited(agent_t *a, uint32_t rank, uint32_t gen);
 void stop_here(agent_t *a, const char *why);
 void handle_failure(agent_t *a, conn_t *c, const ddl_msg_t *m);
+void retake(agent_t *a, conn_t *c);                      /* a lost node's agent came back */
+void grow_arm(agent_t *a);                               /* growth possible: wait for a checkpoint */
+void grow_check(agent_t *a);                             /* grow a shrunk world when due */
 
 /* telemetry.c */
 int status_fill(agent_t *a, ddl_msg_t *m);   /* this agent's STATUS; -1 ENOMEM */

@@ -23,6 +23,10 @@
 #include "log.h"
 #include "sock.h"
 
+#define ASK_LEADER_MS 1000 /* asking the old leader again: to connect, as long for its answer */
+#define REJOIN_WAIT_MS 250 /* between two asks while the leader decides */
+#define REJOIN_TRIES 40    /* asks before giving up (10 s) */
+
 /* hostport_ok: "" or "IPv4:port" (what ROSTER, PEER_AUTH and the leader's
  * address may hold). */
 int hostport_ok(const char *s)
@@ -93,10 +97,42 @@ static int nonce_replayed(agent_t *a, const uint8_t *nonce)
     return 0;
 }
 
+/* retired: node came back more often than DDL_NODE_RETAKES allows: linked,
+ * but never given ranks again (the leader's count). */
+int retired(const agent_t *a, uint32_t node)
+{
+    return a->retaken && a->retaken[node] > a->opts->node_retakes;
+}
+
+/* may_return: whether lost node's agent may link again now: 0, or an
+ * errno value with the reason in why: EAGAIN while the leader is still
+ * deciding what follows a failure (its agent asks again), EPERM when the
+ * step has no place for it. */
+static int may_return(const agent_t *a, uint32_t node, char *why, size_t len)
+{
+    if (!a->opts->supervise || !a->w.node_rank) {
+        snprintf(why, len, "node %u was lost from this step, which has no spare node and may "
+                 "not shrink: it is not taken back", node);
+        return EPERM;
+    }
+    if (a->final) {
+        snprintf(why, len, "node %u was lost from this step, which is ending", node);
+        return EPERM;
+    }
+    if (a->decide_at || a->takeover_until || a->w.node_rank[node] != NO_RANK) {
+        snprintf(why, len, "node %u was lost and the leader is still deciding what follows: "
+                 "ask again", node);
+        return EAGAIN;
+    }
+    return 0;
+}
+
 /* handle_auth: a TCP connection proves that it is an agent of this step
  * (auth.h).  One that cannot is dropped without an answer; an agent that
- * can but may not link (its node is linked already, or was lost) is told
- * why; the others get PEER_WELCOME and the link is authenticated. */
+ * can but may not link (its node is linked already, or was lost and cannot
+ * come back now) is told why; the others get PEER_WELCOME and the link is
+ * authenticated; a lost node's agent that comes back is taken back
+ * (retake(), recovery.c). */
 void handle_auth(agent_t *a, conn_t *c, const ddl_msg_t *m)
 {
     const typeof(m->u.peer_auth) *h = &m->u.peer_auth;
@@ -122,15 +158,21 @@ void handle_auth(agent_t *a, conn_t *c, const ddl_msg_t *m)
         return;
     }
     uint32_t node = h->node_id;
-    if (a->peers[node].state == DDL_PEER_UP || a->lost[node]) {
-        snprintf(why, sizeof why, "node %u %s", node,
-                 a->lost[node] ? "was lost from this step and is not taken back"
-                               : "already has an agent linked to the leader");
-        ddl_warn("refused node %u's agent at %s: %s", node, c->ip, why);
-        reply_error(c, a->lost[node] ? EPERM : EEXIST, why);
+    int code = a->peers[node].state == DDL_PEER_UP ? EEXIST
+               : a->lost[node]                    ? may_return(a, node, why, sizeof why)
+                                                  : 0;
+    if (code) {
+        if (code == EEXIST)
+            snprintf(why, sizeof why, "node %u already has an agent linked to the leader", node);
+        if (code == EAGAIN)
+            ddl_info("node %u's agent at %s asks to come back: %s", node, c->ip, why);
+        else
+            ddl_warn("refused node %u's agent at %s: %s", node, c->ip, why);
+        reply_error(c, code, why);
         c->close_after_flush = 1;
         return;
     }
+    int back = a->lost[node];
     ddl_msg_t w = {.type = DDL_MSG_PEER_WELCOME};
     w.u.peer_welcome.node_id = o->node_id;
     if (ddl_auth_nonce(w.u.peer_welcome.nonce, &err) < 0 ||
@@ -158,6 +200,8 @@ void handle_auth(agent_t *a, conn_t *c, const ddl_msg_t *m)
     /* a beat at once: the new peer hears the leader at once */
     ddl_msg_t b = beat(a);
     conn_queue(c, &b);
+    if (back) /* before the roster, which names the nodes not lost */
+        retake(a, c);
     if (a->roster) { /* where the new peer would lead, to everyone */
         snprintf(a->roster[node], sizeof a->roster[0], "%s", h->listen ? h->listen : "");
         send_roster(a);
@@ -198,6 +242,7 @@ int connect_to(agent_t *a, const char *addr, int timeout_ms)
                      "leader", o->node_id, err.text);
     }
     const char *listen = a->roster ? a->roster[o->node_id] : "";
+    a->refused = 0;
     if (ddl_auth_nonce(nonce, &err) < 0 ||
         ddl_auth_hello_mac(o->secret, o->secret_len, o->step, o->node_id, a->host, listen, nonce,
                            mac) < 0) {
@@ -223,8 +268,13 @@ int connect_to(agent_t *a, const char *addr, int timeout_ms)
     uint8_t expect[DDL_AUTH_MAC];
     conn_t *c = NULL;
     if (m.type == DDL_MSG_ERROR) {
-        ddl_error("node %u: the leader agent at %s refused this node: %s", o->node_id, addr,
-                  m.u.error.text);
+        a->refused = m.u.error.code ? m.u.error.code : EPERM;
+        if (a->refused == EAGAIN)
+            ddl_info("node %u: the leader agent at %s says: %s", o->node_id, addr,
+                     m.u.error.text);
+        else
+            ddl_error("node %u: the leader agent at %s refused this node: %s", o->node_id, addr,
+                      m.u.error.text);
         why = "";
     } else if (m.type != DDL_MSG_PEER_WELCOME) {
         why = "it answered with another message";
@@ -267,6 +317,14 @@ int connect_to(agent_t *a, const char *addr, int timeout_ms)
     return 0;
 }
 
+/* stall_ms: a pause of this agent's loop this long means it was stopped
+ * (the loop waits at most a beat interval). */
+static int64_t stall_ms(const agent_t *a)
+{
+    int64_t t = a->node_timeout_ms / 2;
+    return t > 4 * a->beat_ms ? t : 4 * a->beat_ms;
+}
+
 /* link_lost: a link between agents closed or went silent while the step runs. */
 void link_lost(agent_t *a, conn_t *c, const char *how)
 {
@@ -274,7 +332,12 @@ void link_lost(agent_t *a, conn_t *c, const char *how)
         return;
     if (c->kind == CONN_LEADER) {
         /* the main loop chooses another leader (takeover), outside the
-         * walk over the connections */
+         * walk over the connections; when this agent itself was stopped
+         * (a frozen node that resumed: the loop ran long after it last
+         * waited) or the leader's side closed the link, the leader is
+         * likely alive and asked first: it may take this node back */
+        a->ask_old_leader = ddl_now_ms() - a->round_ms > stall_ms(a) ||
+                            strcmp(how, "closed its link") == 0;
         snprintf(a->takeover_why, sizeof a->takeover_why, "lost the leader agent (node %u, %s): %s",
                  a->leader_node, a->leader_addr, how);
         snprintf(a->takeover_how, sizeof a->takeover_how, "%s", how);
@@ -432,12 +495,63 @@ static void become_leader(agent_t *a)
              (a->node_timeout_ms + 1000) / 1000.0);
 }
 
+/* ask_leader: this node's link to the leader ended while this agent was
+ * stopped, or was closed: ask the same leader to link again before taking
+ * over.  1: linked (the leader's GENERATION says what this node is now), or
+ * to ask again at rejoin_at (it is deciding), or this node's ranks stop (it
+ * refused); 0: the leader is unreachable, take over. */
+static int ask_leader(agent_t *a)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    a->ask_old_leader = 0;
+    if (!a->leader_addr[0] || !o->supervise)
+        return 0;
+    ddl_warn("generation %u: node %u lost its link to the leader agent (node %u, %s) while "
+             "this agent %s: asking it to link again", a->gen, o->node_id, a->leader_node,
+             a->leader_addr, a->rejoin_tries ? "waited to ask again" : "was stopped or the "
+             "leader closed the link");
+    ag_fail(a, ECANCELED, "this node lost its link to the leader agent");
+    char addr[sizeof a->leader_addr]; /* connect_to writes a->leader_addr */
+    snprintf(addr, sizeof addr, "%s", a->leader_addr);
+    if (connect_to(a, addr, ASK_LEADER_MS) == 0) {
+        a->rejoin_tries = 0;
+        ddl_warn("generation %u: node %u is linked to the leader agent again", a->gen,
+                 o->node_id);
+        return 1;
+    }
+    if (a->refused == EAGAIN && a->rejoin_tries < REJOIN_TRIES) {
+        a->rejoin_tries++;
+        a->rejoin_at = ddl_now_ms() + REJOIN_WAIT_MS;
+        return 1;
+    }
+    if (a->refused) {
+        char why[300];
+        snprintf(why, sizeof why, "the leader agent (node %u) did not take this node back",
+                 a->leader_node);
+        stop_here(a, why);
+        return 1;
+    }
+    return 0;
+}
+
+/* rejoin: the time to ask the old leader again has come. */
+void rejoin(agent_t *a)
+{
+    a->rejoin_at = 0;
+    if (a->final || a->up || a->leader)
+        return;
+    a->ask_old_leader = 1;
+    takeover(a);
+}
+
 /* takeover: the leader is lost: the lowest live node leads; the others
  * connect to it.  Without a node to lead, this node's ranks stop. */
 void takeover(agent_t *a)
 {
     const ddl_agent_opts_t *o = a->opts;
     uint32_t old = a->leader_node;
+    if (a->ask_old_leader && ask_leader(a))
+        return; /* linked again, or waiting to ask again */
     if (old < o->nnodes)
         a->lost[old] = 1;
     a->old_leader = old;

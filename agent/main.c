@@ -196,6 +196,9 @@ static int cmd_serve(int argc, char **argv)
     if (ddl_env_enum(DDLENV_DDL_DETECTOR, &det, &err) < 0)
         return bad("serve: %s", err.text);
     o.detector = det;
+    if (ddl_env_long(DDLENV_DDL_NODE_RETAKES, &v, &err) < 0)
+        return bad("serve: %s", err.text);
+    o.node_retakes = (uint32_t)v;
     if (a.local_ranks && ddl_rank_list_parse(a.local_ranks, &local, &o.nlocal) < 0)
         return bad("serve: --local-ranks: '%s': %s", a.local_ranks, strerror(errno));
     o.local = local;

@@ -25,6 +25,8 @@
 #include "log.h"
 #include "sock.h"
 
+#define GROW_LOOK_MS 500 /* a shrunk world looks for a new checkpoint to grow at this often */
+
 /* ckpt_latest: the latest committed checkpoint of dir (libddl's DIR/latest,
  * which holds the step number; its mtime is the commit's time), read off
  * the loop (fileio.h): 0 and *step, *age_ms; -1 if there is none or it
@@ -91,8 +93,10 @@ void apply_generation(agent_t *a, const ddl_msg_t *m)
                  g->cause ? g->cause : "stop");
     if (g->action == DDL_GEN_RESTART) {
         if (g->gen <= a->gen) {
-            ddl_warn("ignoring a restart into generation %u (this step is in %u)", g->gen, a->gen);
-            return;
+            if (g->gen < a->gen)
+                ddl_warn("ignoring a restart into generation %u (this step is in %u)", g->gen,
+                         a->gen);
+            return; /* the same: a node taken back that missed no generation */
         }
         a->gen = g->gen;
         ag_fail(a, ECANCELED, "the step is restarting: this exchange's generation is over");
@@ -145,7 +149,7 @@ static uint32_t *new_world(agent_t *a, uint32_t lost, char *what, size_t len)
     what[0] = '\0';
     if (usable && spare_of) {
         for (uint32_t n = 0; n < nn; n++)
-            usable[n] = n == o->node_id || a->peers[n].state == DDL_PEER_UP;
+            usable[n] = n == o->node_id || (a->peers[n].state == DDL_PEER_UP && !retired(a, n));
         map = ddl_world_replace(&a->w, a->lost, usable, o->min_nodes, spare_of, &shrunk);
     }
     if (map && shrunk) {
@@ -250,6 +254,164 @@ void decide(agent_t *a)
     to_peers(a, &m);
     apply_generation(a, &m);
     free(map);
+    grow_arm(a);
+}
+
+/* shrunk: nodes the world lacks to have its first size (nnodes less the
+ * spares), 0: none. */
+static uint32_t shrunk(const agent_t *a)
+{
+    uint32_t active = 0, full = a->opts->nnodes - a->opts->spares;
+    if (!a->w.node_rank)
+        return 0;
+    for (uint32_t n = 0; n < a->opts->nnodes; n++)
+        active += a->w.node_rank[n] != NO_RANK;
+    return active < full ? full - active : 0;
+}
+
+/* idle_back: an idle node that is linked and not retired (the world can
+ * grow onto it); the lowest, or UINT32_MAX. */
+static uint32_t idle_back(const agent_t *a)
+{
+    for (uint32_t n = 0; n < a->opts->nnodes; n++)
+        if (a->w.node_rank[n] == NO_RANK && !a->lost[n] && !retired(a, n) &&
+            (n == a->opts->node_id || a->peers[n].state == DDL_PEER_UP))
+            return n;
+    return UINT32_MAX;
+}
+
+/* grow_arm: the leader: a world that shrank and has an idle node to grow
+ * onto grows at the next committed checkpoint: remember the latest one now,
+ * look again every GROW_LOOK_MS (grow_check). */
+void grow_arm(agent_t *a)
+{
+    int64_t ck = -1;
+    uint32_t age;
+    if (!a->leader || a->final || !shrunk(a) || idle_back(a) == UINT32_MAX) {
+        a->grow_ck = -2;
+        a->grow_at = 0;
+        return;
+    }
+    if (a->grow_ck != -2)
+        return; /* armed already */
+    if (!a->ckpt_dir || !*a->ckpt_dir) {
+        ddl_warn("generation %u: the world could grow back by %u node%s, but the step has no "
+                 "checkpoint directory to resume from: it stays as it is", a->gen, shrunk(a),
+                 shrunk(a) == 1 ? "" : "s");
+        a->grow_ck = -3; /* said once */
+        return;
+    }
+    if (ckpt_latest(a->ckpt_dir, &ck, &age) < 0)
+        ck = -1;
+    a->grow_ck = ck;
+    a->grow_at = ddl_now_ms() + GROW_LOOK_MS;
+    ddl_info("generation %u: the world grows back by %u node%s at the first checkpoint after "
+             "step %lld", a->gen, shrunk(a), shrunk(a) == 1 ? "" : "s", (long long)ck);
+}
+
+/* grow_check: the leader, every GROW_LOOK_MS while growth is pending: once
+ * a checkpoint newer than grow_ck is committed (and no failure is being
+ * decided, no stop under way), the next generation puts the idle nodes
+ * back in the world, up to its first size, and resumes from that
+ * checkpoint.  Not a failure: no restart of the budget is spent. */
+void grow_check(agent_t *a)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    int64_t ck = -1;
+    uint32_t age;
+    a->grow_at = 0;
+    if (a->grow_ck < -1 || !a->leader || a->final)
+        return;
+    a->grow_at = ddl_now_ms() + GROW_LOOK_MS;
+    if (a->decide_at || a->takeover_until || a->drain.active || a->ag_active ||
+        ckpt_latest(a->ckpt_dir, &ck, &age) < 0 || ck <= a->grow_ck)
+        return;
+    uint32_t *map = malloc(o->nnodes * sizeof *map);
+    if (!map)
+        return; /* the next look */
+    memcpy(map, a->w.node_rank, o->nnodes * sizeof *map);
+    uint32_t active = 0, full = o->nnodes - o->spares, n;
+    for (n = 0; n < o->nnodes; n++)
+        active += map[n] != NO_RANK;
+    char what[200] = "";
+    size_t used = 0;
+    uint32_t before = active;
+    while (active < full && (n = idle_back(a)) != UINT32_MAX) {
+        map[n] = active++;
+        a->w.node_rank[n] = map[n]; /* so that idle_back finds the next one */
+        used += (size_t)snprintf(what + used, used < sizeof what ? sizeof what - used : 0,
+                                 "%snode %u (%s)", used ? ", " : "", n,
+                                 n == o->node_id ? a->host : a->peers[n].host);
+    }
+    if (active == before) { /* the idle node went away meanwhile */
+        free(map);
+        a->grow_ck = -2;
+        grow_arm(a);
+        return;
+    }
+    ddl_msg_t m = {.type = DDL_MSG_GENERATION};
+    typeof(m.u.generation) *g = &m.u.generation;
+    char cause[700], master[64] = "";
+    g->gen = a->gen + 1;
+    g->action = DDL_GEN_RESTART;
+    g->nnodes = o->nnodes;
+    g->node_rank = map;
+    for (n = 0; n < o->nnodes && a->roster; n++)
+        if (map[n] == 0)
+            snprintf(master, sizeof master, "%.*s", (int)strcspn(a->roster[n], ":"),
+                     a->roster[n]);
+    g->master = master;
+    snprintf(cause, sizeof cause, "generation %u: the world grows back to %u node%s, %u ranks "
+             "(%s taken back): generation %u resumes from the checkpoint of step %lld", a->gen,
+             active, active == 1 ? "" : "s", active * a->w.tpn, what, g->gen, (long long)ck);
+    g->cause = cause;
+    ddl_warn("%s", cause);
+    a->grow_ck = -2;
+    a->grow_at = 0;
+    to_peers(a, &m);
+    apply_generation(a, &m);
+    free(map);
+}
+
+/* retake: the leader: lost node c->node_id's agent came back (it froze or
+ * stalled, then resumed) and has linked again: it is a spare now, told so
+ * by the current GENERATION (its workers belong to a generation that is
+ * over); a world that shrank grows back onto it at the next checkpoint.  A
+ * node back more than DDL_NODE_RETAKES times stays linked, never given
+ * ranks: its tasks end with the step. */
+void retake(agent_t *a, conn_t *c)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    uint32_t node = c->node_id;
+    a->lost[node] = 0;
+    a->retaken[node]++;
+    if (retired(a, node))
+        ddl_warn("generation %u: node %u (%s) came back after a loss, %u time%s: more than "
+                 "DDL_NODE_RETAKES=%u, so it is linked but never given ranks again", a->gen,
+                 node, a->peers[node].host, a->retaken[node], a->retaken[node] == 1 ? "" : "s",
+                 o->node_retakes);
+    else
+        ddl_warn("generation %u: node %u (%s) came back after a loss: taken back as a spare "
+                 "(%u of DDL_NODE_RETAKES=%u)", a->gen, node, a->peers[node].host,
+                 a->retaken[node], o->node_retakes);
+    /* the world as it is: its workers stop, its tasks wait as a spare's */
+    ddl_msg_t m = {.type = DDL_MSG_GENERATION};
+    typeof(m.u.generation) *g = &m.u.generation;
+    char cause[300], master[64] = "";
+    g->gen = a->gen;
+    g->action = DDL_GEN_RESTART;
+    g->nnodes = o->nnodes;
+    g->node_rank = a->w.node_rank;
+    for (uint32_t n = 0; n < o->nnodes && a->roster; n++)
+        if (a->w.node_rank[n] == 0)
+            snprintf(master, sizeof master, "%.*s", (int)strcspn(a->roster[n], ":"),
+                     a->roster[n]);
+    g->master = master;
+    snprintf(cause, sizeof cause, "generation %u: node %u (%s) is taken back as a spare after "
+             "a loss", a->gen, node, a->peers[node].host);
+    g->cause = cause;
+    conn_queue(c, &m);
+    grow_arm(a);
 }
 
 /* leader_failure: the leader takes a failure into the current window. */

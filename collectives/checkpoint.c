@@ -1644,7 +1644,15 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
         if (all[4 * r] == sl && all[4 * r + 1] > world)
             world = (int)all[4 * r + 1];
     free(all);
-    if (!local || sl < 0 || ss > sl) { /* the shared level (or none at all) */
+    /* a world that grew since the newest node-local checkpoint: its new
+     * ranks have no copies there; the shared directory's newest checkpoint
+     * (every rank's shard in one place) serves, even if older */
+    int grew = local && sl >= 0 && n > world && ss >= 0;
+    if (grew && me == 0)
+        ddl_info("the world grew from %d to %d ranks since node-local checkpoint step %" PRId64
+                 ": restoring step %" PRId64 " from the shared directory %s", world, n, sl, ss,
+                 dir);
+    if (!local || sl < 0 || ss > sl || grew) { /* the shared level (or none at all) */
         if (sst != DDL_OK) {
             if ((st = ddl_bcast(comm, text, sizeof text, DDL_UINT8, 0)) != DDL_OK)
                 return st;
@@ -1655,7 +1663,7 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
         *step = ss;
         if (level && ss >= 0)
             *level = DDL_CKPT_LEVEL_SHARED;
-        if (me == 0 && local && sl >= 0)
+        if (me == 0 && local && sl >= 0 && !grew)
             ddl_info("checkpoint step %" PRId64 " in the shared directory %s is newer than the "
                      "node-local level's (%" PRId64 "): restoring from %s", ss, dir, sl, dir);
         return DDL_OK;

@@ -847,6 +847,28 @@ static int restart(sup_t *s, beats_t *b)
     return 0;
 }
 
+/* to_spare: a restart whose world leaves this task's node without ranks
+ * (a node taken back after a loss is a spare until the world grows onto
+ * it): no worker is started; the task waits as a spare's does.  1: it
+ * waits, 0: it has a rank (restart it). */
+static int to_spare(sup_t *s)
+{
+    if (!s->node_rank)
+        return 0;
+    world_set(s->node_rank);
+    if (world.rank >= 0)
+        return 0;
+    free(s->node_rank);
+    s->node_rank = NULL;
+    new_master(s);
+    cur_gen = s->next_gen;
+    s->decided = 0;
+    s->idle = 1;
+    ddl_warn("task %ld: its node holds no rank in generation %u: the task waits as a spare",
+             rank, cur_gen);
+    return 1;
+}
+
 /* activate: a new generation for a spare's task: if its node now holds
  * ranks, release the waiting worker with its place in the world (--node:
  * start it). */
@@ -863,7 +885,9 @@ static int activate(sup_t *s)
     }
     if (world.rank < 0)
         return 0; /* still a spare */
-    if (node_mode ? restart(s, &beats) < 0 : release(s->wpid, cur_gen) < 0)
+    /* a spare since it started waits in its first worker; a node taken back
+     * after a loss has none: it starts one as a restart does */
+    if (node_mode || !s->wpid ? restart(s, &beats) < 0 : release(s->wpid, cur_gen) < 0)
         return -1;
     s->idle = 0;
     ddl_warn("task %ld: the spare takes rank %ld of %ld (generation %u)", rank, world.rank,
@@ -1017,7 +1041,7 @@ static int sup_round(sup_t *s)
         return 1;
     }
     if (s->wpid == 0 && s->decided && s->action == DDL_GEN_RESTART &&
-        ddl_now_ms() >= s->respawn_at && restart(s, &beats) < 0) {
+        ddl_now_ms() >= s->respawn_at && !to_spare(s) && restart(s, &beats) < 0) {
         s->action = DDL_GEN_STOP; /* the agent sees this supervisor go */
         s->code = DDL_EXIT_NODE_LOST;
         return 1;

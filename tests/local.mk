@@ -198,6 +198,11 @@ tests/integration/t0035-straggler-slurm.log: tests/integration/t0038-slurm-ckpt-
 # after t0035-straggler-slurm.
 INTEGRATION_TESTS += tests/integration/t0039-slurm-warm.t
 tests/integration/t0039-slurm-warm.log: tests/integration/t0035-straggler-slurm.log
+
+# A node that freezes and resumes under srun --ddl (3 nodes): taken back as
+# a spare, the shrunk world grows back.  One cluster at a time: after t0039.
+INTEGRATION_TESTS += tests/integration/t0042-slurm-comeback.t
+tests/integration/t0042-slurm-comeback.log: tests/integration/t0039-slurm-warm.log
 EXTRA_DIST += tests/slurm/lib-cluster.sh
 
 # The event loop of the agent, ddlrun and ddl-launch (common/evloop.c):

@@ -858,13 +858,19 @@ ddl_status_t ddl_ckpt_read(const char *dir, int64_t step, int rank, const char *
  * is there, else from a node holding a valid partner copy (sent over the
  * transport and stored in this node's directory), else from dir.  Every
  * copy is checked in full (sizes, structure, every CRC-32C) before it is
- * used; a damaged or missing copy falls through to the next level.
+ * used; a damaged or missing copy falls through to the next level.  A
+ * world larger than the newest node-local checkpoint's (it grew since, a
+ * node taken back) restores from dir's newest checkpoint, every shard
+ * there; comm ranks beyond that checkpoint's shards have none of their own
+ * (ddl_ckpt_read() says DDL_ERR_INVALID for them): a program whose state is
+ * the same on every rank takes another rank's, as examples/fmnist does.
  * On success *step is the step (-1: no checkpoint at any level), from
  * (fromlen bytes, PATH_MAX is enough; owned by the caller) the directory to
  * pass to ddl_ckpt_read() for this rank, and *level (may be NULL) one of
  * DDL_CKPT_LEVEL_*; rank 0 logs how many shards came from each level.
  * Returns DDL_OK; DDL_ERR_INVALID (NULL arguments, a bad
- * DDL_CKPT_LOCAL_DIR, or more ranks than the checkpoint has shards);
+ * DDL_CKPT_LOCAL_DIR, or more ranks than the node-local checkpoint has
+ * shards while dir holds none);
  * DDL_ERR_NOT_INITIALIZED; DDL_ERR_NOMEM; DDL_ERR_IO when some rank's shard
  * has no valid copy at any level (the text names the rank, the step and
  * each level's reason: exit with DDL_EXIT_NO_CHECKPOINT) or, without the

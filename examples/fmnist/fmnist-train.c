@@ -224,6 +224,9 @@ static void usage(FILE *f)
             "  --checkpoint-dir DIR\n"
             "                   where (default: $DDL_CHECKPOINT_DIR, which\n"
             "                   ddlrun --checkpoint-dir sets)\n"
+            "  --checkpoint-keep K\n"
+            "                   keep the newest K committed checkpoints (default 3;\n"
+            "                   -1: every one)\n"
             "  --checkpoint-async\n"
             "                   write checkpoints in the background (libddl's async\n"
             "                   mode): training waits only for the copy\n"
@@ -300,6 +303,8 @@ static uint64_t parse_seed_opt(const char *text)
 }
 
 /* parse_hidden: --hidden LIST, e.g. 1024,1024,512. */
+static int ckpt_keep; /* --checkpoint-keep: 0 libddl's default (3), -1 all */
+
 static void parse_hidden(const char *text, options_t *o)
 {
     char range[96];
@@ -326,7 +331,7 @@ static void parse_options(int argc, char **argv, options_t *o)
     enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_SEED,
            OPT_LIMIT, OPT_CKPT_EVERY, OPT_CKPT_DIR, OPT_CKPT_ASYNC, OPT_DEVICE,
            OPT_HIDDEN, OPT_COMM, OPT_OVERLAP, OPT_PACE, OPT_SLOW_RANK, OPT_SLOW_PCT,
-           OPT_SLOW_STEPS, OPT_WARM, OPT_HELP };
+           OPT_SLOW_STEPS, OPT_WARM, OPT_CKPT_KEEP, OPT_HELP };
     static const struct option longopts[] = {
         {"data", required_argument, NULL, OPT_DATA},
         {"epochs", required_argument, NULL, OPT_EPOCHS},
@@ -338,6 +343,7 @@ static void parse_options(int argc, char **argv, options_t *o)
         {"checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY},
         {"checkpoint-dir", required_argument, NULL, OPT_CKPT_DIR},
         {"checkpoint-async", no_argument, NULL, OPT_CKPT_ASYNC},
+        {"checkpoint-keep", required_argument, NULL, OPT_CKPT_KEEP},
         {"device", required_argument, NULL, OPT_DEVICE},
         {"hidden", required_argument, NULL, OPT_HIDDEN},
         {"comm", required_argument, NULL, OPT_COMM},
@@ -398,6 +404,9 @@ static void parse_options(int argc, char **argv, options_t *o)
             break;
         case OPT_CKPT_ASYNC:
             o->ckpt_async = 1;
+            break;
+        case OPT_CKPT_KEEP:
+            ckpt_keep = (int)parse_long_opt("checkpoint-keep", optarg, -1, 1000000);
             break;
         case OPT_PACE:
             o->pace_ms = parse_long_opt("pace", optarg, 0, 60000);
@@ -794,10 +803,10 @@ static ddl_status_t save_checkpoint(ddl_comm_t *comm, const char *dir, int64_t i
 {
     ddl_ckpt_t *ck;
     unsigned flags = async ? DDL_CKPT_ASYNC : 0;
-    ddl_status_t st = ddl_ckpt_begin(comm, dir, iter, 0, flags, &ck);
+    ddl_status_t st = ddl_ckpt_begin(comm, dir, iter, ckpt_keep, flags, &ck);
     if (st == DDL_ERR_IO && async) {
         ckpt_failed("the previous async checkpoint before", iter, st);
-        st = ddl_ckpt_begin(comm, dir, iter, 0, flags, &ck);
+        st = ddl_ckpt_begin(comm, dir, iter, ckpt_keep, flags, &ck);
     }
     if (st != DDL_OK) {
         ckpt_failed("checkpoint", iter, st);
@@ -1185,22 +1194,34 @@ resume:
             rank, resumed, rank, size, (long long)iter);
     } else if (iter > 0) {
         /* every rank reads its own shard: the same weights and momentum,
-         * its own partial statistics of the epoch */
+         * its own partial statistics of the epoch.  A rank the world grew
+         * by since the checkpoint has no shard: it takes rank 0's weights
+         * and momentum (the same on every rank) and starts its statistics
+         * of the epoch at zero */
+        int shard = rank;
+        size_t have = 0;
+        if (ddl_ckpt_read(from, iter, rank, "params", NULL, 0, &have) == DDL_ERR_INVALID &&
+            rank > 0 && ddl_ckpt_read(from, iter, 0, "params", NULL, 0, &have) == DDL_OK) {
+            shard = 0;
+            say("rank %d: checkpoint step %lld has no shard of rank %d (the world grew since): "
+                "rank 0's weights\n", rank, (long long)iter, rank);
+        }
         if (resumed)
             say("rank %d: warm restart %d: rank %d of %d, from checkpoint step %lld on disk\n",
                 rank, resumed, rank, size, (long long)iter);
-        check(ddl_ckpt_read(from, iter, rank, "params", params,
+        check(ddl_ckpt_read(from, iter, shard, "params", params,
                             N_PARAMS * sizeof *params, NULL), "ddl_ckpt_read params");
-        check(ddl_ckpt_read(from, iter, rank, "velocity", velocity,
+        check(ddl_ckpt_read(from, iter, shard, "velocity", velocity,
                             N_PARAMS * sizeof *velocity, NULL), "ddl_ckpt_read velocity");
-        check(ddl_ckpt_read(from, iter, rank, "stats", stats, sizeof stats, NULL),
-              "ddl_ckpt_read stats");
+        if (shard == rank)
+            check(ddl_ckpt_read(from, iter, rank, "stats", stats, sizeof stats, NULL),
+                  "ddl_ckpt_read stats");
         static const char *const lname[] = {"none", "node-local", "partner copy", "shared"};
         if (levels)
             say("rank %d: restoring step %lld from %s (%s)\n", rank, (long long)iter, from,
                 lname[level & 3]);
         size_t got = 0; /* absent from runs without the exchange */
-        if (ddl_ckpt_read(from, iter, rank, "comm-modes", modes, sizeof modes, &got) !=
+        if (ddl_ckpt_read(from, iter, shard, "comm-modes", modes, sizeof modes, &got) !=
                 DDL_OK ||
             got != (size_t)net.nl * sizeof *modes)
             memset(modes, 0, sizeof modes);

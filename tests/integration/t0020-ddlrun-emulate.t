@@ -32,6 +32,11 @@
 #  8. a worker killed while the others wait in allreduces and ignore
 #     SIGTERM: the agents' notice aborts their collectives (DDL_ERR_ABORTED),
 #     so the restart does not wait for the grace period;
+#  9. nodes that come back: node1 frozen, the world shrinks (--min-nodes 1),
+#     node1 resumes: taken back as a spare, the world grows back at the next
+#     checkpoint, with the weights of a 4-rank run resumed from that
+#     checkpoint; the same twice with DDL_NODE_RETAKES=1: the second return
+#     is linked but never given ranks;
 #
 # and after each, nothing of the step left running.  Timings are measured
 # by bench/run-restart.sh, not here.
@@ -300,6 +305,68 @@ t_like "$T_TMP/abort.err" "ft-probe: rank [0-3]: ddl_allreduce at [0-9]+: DDL_ER
     "... a waiting rank's allreduce returned DDL_ERR_ABORTED with the agents' reason"
 t_like "$T_TMP/abort.out" "first-step gen 1" "... and generation 1 ran"
 clean abort
+
+# --- 9. nodes that come back ---------------------------------------------------------
+# comeback NAME TIMES [DDLRUN-OPTIONS]: train NAME (--min-nodes 1, every
+# checkpoint kept); TIMES times: freeze node1 (SIGSTOP to its process group),
+# and once the world has shrunk without it, thaw it (SIGCONT: its agent asks
+# the leader to link again); the run's status.
+comeback() {
+    cname=$1 times=$2
+    shift 2
+    FARGS="--pace 20 --checkpoint-keep -1"
+    train "$cname" --min-nodes 1 "$@"
+    FARGS=""
+    t_wait_file "$ck/latest" 120
+    g=$(node 1)
+    k=0
+    while [ -n "$g" ] && [ $((k += 1)) -le "$times" ]; do
+        kill -s STOP -- "-$g"
+        i=0
+        while [ $((i += 1)) -lt 300 ] && [ "$(grep -c "shrunk to 1 node" "$T_TMP/$cname.err")" -lt $k ]; do
+            sleep 0.1
+        done
+        kill -s CONT -- "-$g"
+        i=0
+        while [ $((i += 1)) -lt 300 ] &&
+            [ "$(grep -c "^ddl-agent: .*\(the world grows back to\|never given ranks\)" "$T_TMP/$cname.err")" -lt $k ]; do
+            sleep 0.1
+        done
+    done
+    wait $run
+}
+comeback back 1
+t_status $? 0 "comeback: node1 frozen, the world shrinks, node1 resumes: the step finishes (exit 0)" "$T_TMP/back.err"
+t_like "$T_TMP/back.err" "generation 1: node 1 \(node1\) came back after a loss: taken back as a spare \(1 of DDL_NODE_RETAKES=2\)" \
+    "... the leader takes node1 back as a spare"
+t_like "$T_TMP/back.err" "task [23]: its node holds no rank in generation 1: the task waits as a spare" \
+    "... node1's tasks wait as a spare's"
+t_like "$T_TMP/back.err" "generation 1: the world grows back to 2 nodes, 4 ranks \(node 1 \(node1\) taken back\): generation 2 resumes from the checkpoint of step [0-9]+" \
+    "... and the world grows back at the next checkpoint"
+t_is "$(crc back | cut -d' ' -f1)" 4 "... the run ends on 4 ranks, which agree"
+t_is "$(grep -c "restart [0-9] of 2" "$T_TMP/back.err")" 1 "... growing spent no restart of the budget"
+# the same world from the grow's checkpoint on, without a failure: a plain
+# 4-rank run resumed from a copy of that checkpoint
+s=$(sed -n 's/.*the world grows back.*resumes from the checkpoint of step \([0-9]*\)$/\1/p' "$T_TMP/back.err" | head -n 1)
+mkdir -p "$T_TMP/ck-grown"
+cp -r "$T_TMP/ck-back/step-$(printf %08d "${s:-0}")" "$T_TMP/ck-grown/" 2>/dev/null
+echo "${s:-0}" >"$T_TMP/ck-grown/latest"
+# shellcheck disable=SC2086
+t_run 200 "$DDLRUN" -n 4 --nodes 2 "$FMNIST" $ARGS --checkpoint-dir "$T_TMP/ck-grown"
+t_is $? 0 "... a plain 4-rank run resumed from the grow's checkpoint (step ${s:-?}): exits 0"
+t_is "$(t_checksums "$T_TMP/out")" "$(crc back)" "... with the same weights, bit for bit"
+clean comeback
+
+export DDL_NODE_RETAKES=1
+comeback twice 2 --restarts 3
+unset DDL_NODE_RETAKES
+t_status $? 0 "comeback twice, DDL_NODE_RETAKES=1: the step finishes (exit 0)" "$T_TMP/twice.err"
+t_is "$(grep -c "^ddl-agent: .*the world grows back to" "$T_TMP/twice.err")" 1 "... the world grew back once"
+t_like "$T_TMP/twice.err" "generation 3: node 1 \(node1\) came back after a loss, 2 times: more than DDL_NODE_RETAKES=1, so it is linked but never given ranks again" \
+    "... the second return is linked, never given ranks"
+t_is "$(crc twice | cut -d' ' -f1)" 2 "... the run ends on 2 ranks, which agree"
+t_is "$(grep -c "takes over as the leader" "$T_TMP/twice.err")" 0 "... no takeover by the returned node"
+clean twice
 
 # bad input to the pieces ddlrun --emulate starts
 t_run 10 env -u DDL_SIZE "$DDL_LAUNCH" --node true

@@ -11,6 +11,9 @@
 #                             kill every process of NODE and take its link down;
 #                             silent: the link first, so that no FIN or RST
 #                             leaves the node (a power loss, not a kernel panic)
+#   cluster.sh freeze|thaw DIR NODE
+#                             SIGSTOP or SIGCONT to every process of NODE: a node
+#                             that hangs, then resumes
 #
 # DDL_CLUSTER_SHARE="PATH..." (at start): paths under the host's /tmp that the
 # nodes must see (each node has a private /tmp), e.g. a build tree.
@@ -214,12 +217,21 @@ do_crash() {
     ip link set "vddl${NODE#n}" down
 }
 
+# do_signal SIG: every process of node NODE (slurmd, slurmstepd, the
+# step's tasks): STOP freezes the node as a hung kernel would, CONT resumes it
+do_signal() {
+    pids=$(ip netns pids "ddl$NODE" 2>/dev/null || true)
+    [ -n "$pids" ] && kill -s "$1" $pids 2>/dev/null || true
+}
+
 cmd=${1:-}
 DIR=${2:-}
-[ -n "$cmd" ] && [ -n "$DIR" ] || { echo "usage: cluster.sh start|stop|crash DIR [N|NODE]" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$DIR" ] || { echo "usage: cluster.sh start|stop|crash|freeze|thaw DIR [N|NODE]" >&2; exit 2; }
 case $cmd in
 start) N=${3:-2}; do_start ;;
 stop) do_stop ;;
 crash) NODE=${3:?node name, e.g. n2}; HOW=${4:-}; do_crash ;;
+freeze) NODE=${3:?node name, e.g. n2}; do_signal STOP ;;
+thaw) NODE=${3:?node name, e.g. n2}; do_signal CONT ;;
 *) echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
 esac

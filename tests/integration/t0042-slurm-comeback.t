@@ -1,0 +1,67 @@
+#!/bin/sh
+# t0042-slurm-comeback: a node that comes back, under `srun --ddl` on the
+# 3-node namespace cluster: fmnist-train, 2 tasks per node,
+# --ddl-min-nodes=2 and no spare; after the first checkpoint, n3 freezes
+# (every process of the node, slurmd included, stopped as by a hung
+# kernel); the world shrinks to n1-n2; n3 resumes: its agent links to the
+# leader again and is taken back as a spare, and the world grows back to 6
+# ranks at the next checkpoint.  The final weights are those of a plain
+# 6-rank step resumed from a copy of that checkpoint, bit for bit (the data
+# over TCP and the ring allreduce).  Skips like t0015 (root, Slurm, plugin,
+# fmnist and its data).
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+. "$top_srcdir/tests/slurm/lib-cluster.sh"
+DATA=${DDL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
+[ -x "$FMNIST" ] || t_skip_all "fmnist-train not built (no OpenBLAS)"
+[ -r "$DATA/train-images-idx3-ubyte.gz" ] || t_skip_all "no Fashion-MNIST in $DATA"
+
+cl_init "/var/tmp/ddl-cluster.$$" 3 'max_restarts = 5
+checkpoint_roots = {"/var/tmp"}'
+cl_start
+export UCX_TLS=tcp,self DDL_ALLREDUCE_ALGO=ring
+unset MASTER_ADDR MASTER_PORT DDL_CKPT_LOCAL_DIR DDL_CKPT_SHARED_EVERY DDL_NODE_RETAKES
+CK=/var/tmp/ddl-ck.$$
+trap 'sh "$CLUSTER" thaw "$CL_DIR" n3 >/dev/null 2>&1; sh "$CLUSTER" stop "$CL_DIR" >/dev/null 2>&1; rm -rf "$CK"*; t_cleanup' EXIT
+ARGS="--epochs 1 --limit 6000 --checkpoint-every 10 --pace 100 --checkpoint-keep -1"
+
+# --- n3 freezes, the world shrinks, n3 resumes and the world grows back -------------
+ck="$CK-back"
+# shellcheck disable=SC2086 # ARGS: several words
+DDL_LOG_LEVEL=info timeout -k 5 240 srun --mpi=pmix -N3 --ntasks-per-node=2 --ddl \
+    --ddl-restarts=2 --ddl-min-nodes=2 --no-kill --ddl-checkpoint-dir="$ck" -J "$T_TOKEN" \
+    "$FMNIST" $ARGS --checkpoint-dir "$ck" >"$T_TMP/back.out" 2>"$T_TMP/back.err" &
+run=$!
+t_wait_file "$ck/latest" 90
+sh "$CLUSTER" freeze "$CL_DIR" n3
+i=0
+while [ $((i += 1)) -lt 300 ] && ! grep -q "shrunk to 2 nodes" "$T_TMP/back.err"; do sleep 0.1; done
+sh "$CLUSTER" thaw "$CL_DIR" n3
+wait $run
+t_status $? 0 "n3 frozen after the first checkpoint, the world shrank, n3 resumed: srun exits 0" "$T_TMP/back.err"
+t_like "$T_TMP/back.err" "node 2 \(n3\): its agent was silent for [0-9.]+ s .*\[node-lost\]; restart 1 of 2: generation 1 \(shrunk to 2 nodes, 4 ranks: no spare node left\)" \
+    "... the leader finds n3 lost and shrinks the world"
+t_like "$T_TMP/back.err" "node 2 \(n3\) came back after a loss: taken back as a spare \(1 of DDL_NODE_RETAKES=2\)" \
+    "... n3's agent links again and is taken back as a spare"
+t_like "$T_TMP/back.err" "the world grows back to 3 nodes, 6 ranks \(node 2 \(n3\) taken back\): generation 2 resumes from the checkpoint of step [0-9]+" \
+    "... the world grows back at the next checkpoint, within the same srun"
+t_is "$(t_checksums "$T_TMP/back.out" | cut -d' ' -f1)" 6 "... the step ends on 6 ranks, which agree"
+
+# the same world from the grow's checkpoint on, without a failure
+s=$(sed -n 's/.*the world grows back.*resumes from the checkpoint of step \([0-9]*\)$/\1/p' "$T_TMP/back.err" | head -n 1)
+mkdir -p "$CK-ref"
+cp -r "$ck/step-$(printf %08d "${s:-0}")" "$CK-ref/" 2>/dev/null
+echo "${s:-0}" >"$CK-ref/latest"
+# shellcheck disable=SC2086
+timeout -k 5 240 srun --mpi=pmix -N3 --ntasks-per-node=2 --ddl --ddl-checkpoint-dir="$CK-ref" \
+    -J "$T_TOKEN" "$FMNIST" $ARGS --checkpoint-dir "$CK-ref" >"$T_TMP/ref.out" 2>"$T_TMP/ref.err"
+t_status $? 0 "a plain 6-rank step resumed from the grow's checkpoint (step ${s:-?}): exits 0" "$T_TMP/ref.err"
+t_is "$(t_checksums "$T_TMP/back.out")" "$(t_checksums "$T_TMP/ref.out")" \
+    "... with the weights of the step that grew back, bit for bit"
+i=0
+while [ $((i += 1)) -lt 100 ] &&
+    [ "$(cl_procs fmnist-train)$(cl_procs ddl-launch)$(cl_procs ddl-agent)" != 000 ]; do
+    sleep 0.1
+done
+t_is "$(cl_procs fmnist-train) $(cl_procs ddl-launch) $(cl_procs ddl-agent)" "0 0 0" \
+    "no fmnist-train, ddl-launch or ddl-agent left on the nodes"
+t_done
