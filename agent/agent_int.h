@@ -42,6 +42,7 @@ enum { CONN_UNIX, CONN_TCP_NEW, CONN_PEER, CONN_LEADER };
 #define MAX_UNAUTHED 64        /* TCP connections not authenticated yet: the oldest goes */
 #define CLOSE_FLUSH_MS 1000    /* a refused client that does not read its error is dropped */
 #define ACCEPT_PAUSE_MS 100    /* out of descriptors: stop accepting for this long */
+#define LINK_CLOSED "closed its link" /* link_lost's `how` for a link whose peer closed it */
 
 typedef struct agent agent_t;
 

@@ -413,7 +413,7 @@ void conn_drop(agent_t *a, size_t idx)
         ddl_info("node %u's agent closed its link", c->node_id);
     }
     if (c->heard_ms < INT64_MAX / 2 && (c->kind == CONN_PEER || c->kind == CONN_LEADER))
-        link_lost(a, c, "closed its link");
+        link_lost(a, c, LINK_CLOSED);
     if ((c->kind == CONN_PEER || c->kind == CONN_LEADER) && c->node_id < a->opts->nnodes)
         a->peers[c->node_id].state = DDL_PEER_LOST;
     for (uint32_t i = 0; i < a->opts->size; i++)

@@ -269,7 +269,7 @@ int connect_to(agent_t *a, const char *addr, int timeout_ms)
     conn_t *c = NULL;
     if (m.type == DDL_MSG_ERROR) {
         a->refused = m.u.error.code ? m.u.error.code : EPERM;
-        if (a->refused == EAGAIN)
+        if (a->refused == EAGAIN || a->refused == EEXIST)
             ddl_info("node %u: the leader agent at %s says: %s", o->node_id, addr,
                      m.u.error.text);
         else
@@ -337,7 +337,7 @@ void link_lost(agent_t *a, conn_t *c, const char *how)
          * waited) or the leader's side closed the link, the leader is
          * likely alive and asked first: it may take this node back */
         a->ask_old_leader = ddl_now_ms() - a->round_ms > stall_ms(a) ||
-                            strcmp(how, "closed its link") == 0;
+                            strcmp(how, LINK_CLOSED) == 0;
         snprintf(a->takeover_why, sizeof a->takeover_why, "lost the leader agent (node %u, %s): %s",
                  a->leader_node, a->leader_addr, how);
         snprintf(a->takeover_how, sizeof a->takeover_how, "%s", how);
@@ -506,10 +506,13 @@ static int ask_leader(agent_t *a)
     a->ask_old_leader = 0;
     if (!a->leader_addr[0] || !o->supervise)
         return 0;
-    ddl_warn("generation %u: node %u lost its link to the leader agent (node %u, %s) while "
-             "this agent %s: asking it to link again", a->gen, o->node_id, a->leader_node,
-             a->leader_addr, a->rejoin_tries ? "waited to ask again" : "was stopped or the "
-             "leader closed the link");
+    if (!a->rejoin_tries)
+        ddl_warn("generation %u: node %u lost its link to the leader agent (node %u, %s) while "
+                 "this agent was stopped or the leader closed the link: asking it to link again",
+                 a->gen, o->node_id, a->leader_node, a->leader_addr);
+    else
+        ddl_debug("node %u: asking the leader agent (node %u, %s) again (%u)", o->node_id,
+                  a->leader_node, a->leader_addr, a->rejoin_tries);
     ag_fail(a, ECANCELED, "this node lost its link to the leader agent");
     char addr[sizeof a->leader_addr]; /* connect_to writes a->leader_addr */
     snprintf(addr, sizeof addr, "%s", a->leader_addr);
@@ -519,7 +522,9 @@ static int ask_leader(agent_t *a)
                  o->node_id);
         return 1;
     }
-    if (a->refused == EAGAIN && a->rejoin_tries < REJOIN_TRIES) {
+    /* EAGAIN: it is deciding on this node's loss; EEXIST: it has not yet
+     * seen this node's old link go (it will: that link closed here) */
+    if ((a->refused == EAGAIN || a->refused == EEXIST) && a->rejoin_tries < REJOIN_TRIES) {
         a->rejoin_tries++;
         a->rejoin_at = ddl_now_ms() + REJOIN_WAIT_MS;
         return 1;

@@ -269,13 +269,19 @@ static uint32_t shrunk(const agent_t *a)
     return active < full ? full - active : 0;
 }
 
-/* idle_back: an idle node that is linked and not retired (the world can
- * grow onto it); the lowest, or UINT32_MAX. */
+/* can_grow_onto: node n is idle, linked (or this one) and not retired:
+ * the world can grow onto it. */
+static int can_grow_onto(const agent_t *a, uint32_t n)
+{
+    return a->w.node_rank[n] == NO_RANK && !a->lost[n] && !retired(a, n) &&
+           (n == a->opts->node_id || a->peers[n].state == DDL_PEER_UP);
+}
+
+/* idle_back: the lowest node the world can grow onto, or UINT32_MAX. */
 static uint32_t idle_back(const agent_t *a)
 {
     for (uint32_t n = 0; n < a->opts->nnodes; n++)
-        if (a->w.node_rank[n] == NO_RANK && !a->lost[n] && !retired(a, n) &&
-            (n == a->opts->node_id || a->peers[n].state == DDL_PEER_UP))
+        if (can_grow_onto(a, n))
             return n;
     return UINT32_MAX;
 }
@@ -326,28 +332,28 @@ void grow_check(agent_t *a)
     if (a->decide_at || a->takeover_until || a->drain.active || a->ag_active ||
         ckpt_latest(a->ckpt_dir, &ck, &age) < 0 || ck <= a->grow_ck)
         return;
-    uint32_t *map = malloc(o->nnodes * sizeof *map);
+    uint8_t *usable = calloc(o->nnodes, 1);
+    uint32_t added = 0, active = 0, n;
+    for (n = 0; usable && n < o->nnodes; n++)
+        usable[n] = can_grow_onto(a, n);
+    uint32_t *map = usable ? ddl_world_grow(&a->w, usable, o->nnodes - o->spares, &added) : NULL;
+    free(usable);
     if (!map)
-        return; /* the next look */
-    memcpy(map, a->w.node_rank, o->nnodes * sizeof *map);
-    uint32_t active = 0, full = o->nnodes - o->spares, n;
-    for (n = 0; n < o->nnodes; n++)
-        active += map[n] != NO_RANK;
-    char what[200] = "";
-    size_t used = 0;
-    uint32_t before = active;
-    while (active < full && (n = idle_back(a)) != UINT32_MAX) {
-        map[n] = active++;
-        a->w.node_rank[n] = map[n]; /* so that idle_back finds the next one */
-        used += (size_t)snprintf(what + used, used < sizeof what ? sizeof what - used : 0,
-                                 "%snode %u (%s)", used ? ", " : "", n,
-                                 n == o->node_id ? a->host : a->peers[n].host);
-    }
-    if (active == before) { /* the idle node went away meanwhile */
+        return; /* out of memory: the next look */
+    if (!added) { /* the idle node went away meanwhile */
         free(map);
         a->grow_ck = -2;
         grow_arm(a);
         return;
+    }
+    char what[200] = "";
+    size_t used = 0;
+    for (n = 0; n < o->nnodes; n++) {
+        active += map[n] != NO_RANK;
+        if (map[n] != NO_RANK && a->w.node_rank[n] == NO_RANK && used < sizeof what)
+            used += (size_t)snprintf(what + used, sizeof what - used, "%snode %u (%s)",
+                                     used ? ", " : "", n,
+                                     n == o->node_id ? a->host : a->peers[n].host);
     }
     ddl_msg_t m = {.type = DDL_MSG_GENERATION};
     typeof(m.u.generation) *g = &m.u.generation;

@@ -82,6 +82,15 @@ int64_t ddl_world_rank(const ddl_world_t *w, int64_t s)
     return pos == IDLE ? -1 : (int64_t)pos * w->tpn + (uint32_t)s % w->tpn;
 }
 
+/* map_copy: a malloc'd copy of w's map (NULL: ENOMEM). */
+static uint32_t *map_copy(const ddl_world_t *w)
+{
+    uint32_t *map = malloc(w->nnodes * sizeof *map);
+    if (map)
+        memcpy(map, w->node_rank, w->nnodes * sizeof *map);
+    return map;
+}
+
 uint32_t *ddl_world_replace(const ddl_world_t *w, const uint8_t *lost, const uint8_t *usable,
                             uint32_t min_nodes, uint32_t *spare_of, uint32_t *shrunk)
 {
@@ -89,10 +98,9 @@ uint32_t *ddl_world_replace(const ddl_world_t *w, const uint8_t *lost, const uin
     *shrunk = 0;
     if (!w->node_rank)
         return NULL;
-    uint32_t *map = malloc(nn * sizeof *map);
+    uint32_t *map = map_copy(w);
     if (!map)
         return NULL;
-    memcpy(map, w->node_rank, nn * sizeof *map);
     int dropped = 0;
     for (uint32_t l = 0; l < nn; l++) {
         spare_of[l] = IDLE;
@@ -127,6 +135,26 @@ uint32_t *ddl_world_replace(const ddl_world_t *w, const uint8_t *lost, const uin
         if (map[n] != IDLE && old[n] == IDLE)
             map[n] = next++;
     *shrunk = active;
+    return map;
+}
+
+uint32_t *ddl_world_grow(const ddl_world_t *w, const uint8_t *usable, uint32_t full,
+                         uint32_t *added)
+{
+    uint32_t nn = w->nnodes, active = 0;
+    *added = 0;
+    if (!w->node_rank)
+        return NULL;
+    uint32_t *map = map_copy(w);
+    if (!map)
+        return NULL;
+    for (uint32_t n = 0; n < nn; n++)
+        active += map[n] != IDLE;
+    for (uint32_t n = 0; n < nn && active < full; n++)
+        if (map[n] == IDLE && usable[n]) {
+            map[n] = active++;
+            ++*added;
+        }
     return map;
 }
 

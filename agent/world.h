@@ -57,6 +57,15 @@ int64_t ddl_world_rank(const ddl_world_t *w, int64_t s);
 uint32_t *ddl_world_replace(const ddl_world_t *w, const uint8_t *lost, const uint8_t *usable,
                             uint32_t min_nodes, uint32_t *spare_of, uint32_t *shrunk);
 
+/* ddl_world_grow: the next world of a world that shrank: the idle nodes
+ * with usable[n] set (lowest first) take the positions after the active
+ * ones, until `full` nodes are active (the first world's size).  Returns
+ * the new map (nnodes entries, malloc'd, the caller frees) with *added the
+ * nodes given a place (0: none could be, the map is the old one), or NULL
+ * (no map, or ENOMEM). */
+uint32_t *ddl_world_grow(const ddl_world_t *w, const uint8_t *usable, uint32_t full,
+                         uint32_t *added);
+
 /* ddl_world_check: whether map (n entries, from another agent) is a world
  * this step can run: n == nnodes, every position distinct, below nnodes
  * and dense from 0, at least one node.  0, or -1 with the reason in why. */

@@ -666,6 +666,19 @@ static void report_end(sup_t *s)
 
 static void new_master(sup_t *s);
 
+/* take_place: this task takes its place in the decided generation without
+ * a new worker (world_set(s->node_rank) done): the map is used up, the
+ * generation's MASTER_ADDR and number are this task's, the decision is
+ * consumed. */
+static void take_place(sup_t *s)
+{
+    free(s->node_rank);
+    s->node_rank = NULL;
+    new_master(s);
+    cur_gen = s->next_gen;
+    s->decided = 0;
+}
+
 /* keep_warm: a RESTART decision (s->next_gen, s->node_rank) for a worker
  * that opted in to warm restarts and still runs: it stays, and its libddl
  * joins the new generation itself (ddl_rejoin).  This task's place in the
@@ -684,11 +697,7 @@ static int keep_warm(sup_t *s)
                  s->next_gen);
         return 0;
     }
-    free(s->node_rank);
-    s->node_rank = NULL;
-    new_master(s);
-    cur_gen = s->next_gen;
-    s->decided = 0;
+    take_place(s);
     s->respawn_at = 0;
     ddl_warn("task %ld: worker %d kept for a warm restart as rank %ld of %ld (generation %u)",
              rank, (int)s->wpid, world.rank, world.size, cur_gen);
@@ -858,11 +867,7 @@ static int to_spare(sup_t *s)
     world_set(s->node_rank);
     if (world.rank >= 0)
         return 0;
-    free(s->node_rank);
-    s->node_rank = NULL;
-    new_master(s);
-    cur_gen = s->next_gen;
-    s->decided = 0;
+    take_place(s);
     s->idle = 1;
     ddl_warn("task %ld: its node holds no rank in generation %u: the task waits as a spare",
              rank, cur_gen);

@@ -12,9 +12,12 @@
 #  1. n2 crashed after a node-local checkpoint and its directory deleted
 #     (its disk is gone): n3 takes its ranks and restores them from the
 #     partner copies on n1 (nothing can come from the empty shared
-#     directory), the same weights.
-#
-# The corrupted copy and both copies gone are t0037's (ddlrun --emulate).
+#     directory), the same weights;
+#  2. the same, every checkpoint also shared (--ddl-checkpoint-shared-every=1),
+#     and n1's copies of n2's shards corrupted (bytes flipped): ranks 2-3
+#     come from the shared directory, the same weights;
+#  3. the same without the shared level, n1's copies of n2's shards
+#     deleted: no valid copy anywhere, srun exits 95, no second restart.
 # Skips like t0015 (root, Slurm, plugin, fmnist and its data).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 . "$top_srcdir/tests/slurm/lib-cluster.sh"
@@ -57,6 +60,14 @@ clean() {
         "$1: no fmnist-train, ddl-launch or ddl-agent left on the nodes that are up"
 }
 
+# lose: after a node-local checkpoint on n1, n2 crashed (link down first)
+# and its directory deleted (its disk is gone)
+lose() {
+    t_wait_file "$loc/n1/latest" 60
+    cl_crash n2 silent
+    rm -rf "$loc/n2"
+}
+
 # --- 0. no failure ----------------------------------------------------------------
 train base
 t_wait_file "$loc/n1/latest" 60
@@ -72,9 +83,7 @@ clean base
 
 # --- 1. n2 lost: partner copies ----------------------------------------------------
 train partner
-t_wait_file "$loc/n1/latest" 60
-cl_crash n2 silent
-rm -rf "$loc/n2"
+lose
 wait $run
 t_status $? 0 "partner: n2 crashed, its directory deleted: the step finishes" "$T_TMP/partner.err"
 t_is "$(crc partner)" "$want" "... with the weights of the run without failure"
@@ -84,4 +93,33 @@ t_like "$T_TMP/partner.err" "restored: 2 shards node-local, 2 from partner copie
     "... and nothing from the shared directory"
 t_is "$(nsteps "$ck")" 0 "... which stayed empty"
 clean partner
+
+# --- 2. a corrupted partner copy: the shared level ------------------------------------
+cl_restart
+train corrupt --ddl-checkpoint-shared-every=1
+lose
+for f in "$loc"/n1/step-*/rank-2.shard "$loc"/n1/step-*/rank-3.shard; do
+    [ -f "$f" ] && printf 'XXXXXXXX' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null
+done
+wait $run
+t_status $? 0 "corrupt: n2 crashed, n1's copies of shards 2-3 corrupted: the step finishes" "$T_TMP/corrupt.err"
+t_is "$(crc corrupt)" "$want" "... with the weights of the run without failure"
+t_like "$T_TMP/corrupt.err" "node-local copy of rank [23]'s shard, step [0-9]+, not used: .*(checksum|structure)" \
+    "... the damaged copies are found by their CRC"
+t_like "$T_TMP/corrupt.err" "restored: 2 shards node-local, 0 from partner copies, 2 from the shared directory" \
+    "... ranks 2-3, now on n3, fall back to the shared directory"
+clean corrupt
+
+# --- 3. both copies gone: a clear stop ----------------------------------------------------
+cl_restart
+train gone
+lose
+rm -f "$loc"/n1/step-*/rank-2.shard "$loc"/n1/step-*/rank-3.shard
+wait $run
+t_status $? 95 "gone: n2 crashed, no copy of shards 2-3 anywhere: srun exits 95 (DDL_EXIT_NO_CHECKPOINT)" "$T_TMP/gone.err"
+t_like "$T_TMP/gone.err" "no valid copy of rank [23]'s shard of checkpoint step [0-9]+ at any level" \
+    "... the message names the rank and the step"
+t_like "$T_TMP/gone.err" "no valid checkpoint to resume from \(exit status 95\): a restart would fail the same way" \
+    "... the agents stop the step without another restart"
+clean gone
 t_done

@@ -7,7 +7,9 @@
 # leader again and is taken back as a spare, and the world grows back to 6
 # ranks at the next checkpoint.  The final weights are those of a plain
 # 6-rank step resumed from a copy of that checkpoint, bit for bit (the data
-# over TCP and the ring allreduce).  Skips like t0015 (root, Slurm, plugin,
+# over TCP and the ring allreduce).  Then the same twice with
+# DDL_NODE_RETAKES=1: the second return is linked but never given ranks, and
+# the step ends on 4 ranks.  Skips like t0015 (root, Slurm, plugin,
 # fmnist and its data).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 . "$top_srcdir/tests/slurm/lib-cluster.sh"
@@ -23,6 +25,11 @@ unset MASTER_ADDR MASTER_PORT DDL_CKPT_LOCAL_DIR DDL_CKPT_SHARED_EVERY DDL_NODE_
 CK=/var/tmp/ddl-ck.$$
 trap 'sh "$CLUSTER" thaw "$CL_DIR" n3 >/dev/null 2>&1; sh "$CLUSTER" stop "$CL_DIR" >/dev/null 2>&1; rm -rf "$CK"*; t_cleanup' EXIT
 ARGS="--epochs 1 --limit 6000 --checkpoint-every 10 --pace 100 --checkpoint-keep -1"
+
+# leader REGEX NAME: how many of the leader agent's own lines in NAME.err
+# match (the others repeat its decisions as "node N: ...", the workers in
+# their abort messages)
+leader() { grep -c "^ddl-agent: \(warning: \)\?generation [0-9]*: .*$1" "$T_TMP/$2.err"; }
 
 # --- n3 freezes, the world shrinks, n3 resumes and the world grows back -------------
 ck="$CK-back"
@@ -57,6 +64,35 @@ timeout -k 5 240 srun --mpi=pmix -N3 --ntasks-per-node=2 --ddl --ddl-checkpoint-
 t_status $? 0 "a plain 6-rank step resumed from the grow's checkpoint (step ${s:-?}): exits 0" "$T_TMP/ref.err"
 t_is "$(t_checksums "$T_TMP/back.out")" "$(t_checksums "$T_TMP/ref.out")" \
     "... with the weights of the step that grew back, bit for bit"
+
+# --- n3 comes back twice, DDL_NODE_RETAKES=1 -----------------------------------------
+ck="$CK-twice"
+# shellcheck disable=SC2086 # ARGS: several words
+DDL_NODE_RETAKES=1 DDL_LOG_LEVEL=info timeout -k 5 240 srun --mpi=pmix -N3 --ntasks-per-node=2 \
+    --ddl --ddl-restarts=3 --ddl-min-nodes=2 --no-kill --ddl-checkpoint-dir="$ck" -J "$T_TOKEN" \
+    "$FMNIST" $ARGS --limit 10000 --checkpoint-dir "$ck" >"$T_TMP/twice.out" 2>"$T_TMP/twice.err" &
+run=$!
+t_wait_file "$ck/latest" 90
+for k in 1 2; do
+    sh "$CLUSTER" freeze "$CL_DIR" n3
+    i=0
+    while [ $((i += 1)) -lt 300 ] && [ "$(leader "shrunk to 2 nodes" twice)" -lt $k ]; do
+        sleep 0.1
+    done
+    sh "$CLUSTER" thaw "$CL_DIR" n3
+    i=0
+    while [ $((i += 1)) -lt 300 ] &&
+        [ "$(leader "\(the world grows back to\|never given ranks\)" twice)" -lt $k ]; do
+        sleep 0.1
+    done
+done
+wait $run
+t_status $? 0 "n3 frozen and resumed twice, DDL_NODE_RETAKES=1: srun exits 0" "$T_TMP/twice.err"
+t_is "$(leader "the world grows back to" twice)" 1 "... the world grew back once"
+t_like "$T_TMP/twice.err" "node 2 \(n3\) came back after a loss, 2 times: more than DDL_NODE_RETAKES=1, so it is linked but never given ranks again" \
+    "... the second return is linked, never given ranks"
+t_is "$(t_checksums "$T_TMP/twice.out" | cut -d' ' -f1)" 4 "... the step ends on 4 ranks, which agree"
+
 i=0
 while [ $((i += 1)) -lt 100 ] &&
     [ "$(cl_procs fmnist-train)$(cl_procs ddl-launch)$(cl_procs ddl-agent)" != 000 ]; do

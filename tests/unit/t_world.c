@@ -1,6 +1,6 @@
 /* t_world: the agents' world map (agent/world.c): block order, a spare in a
- * lost node's place, shrinking in order, min_nodes, and the check of a map
- * another agent sent. */
+ * lost node's place, shrinking in order, min_nodes, growing back onto
+ * nodes that came back, and the check of a map another agent sent. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -95,11 +95,49 @@ static void test_check(void)
     ok(ddl_world_check(&w, good, 3, why, sizeof why) == -1, "a map for a step without one is refused");
 }
 
+static void test_grow(void)
+{
+    ddl_world_t w;
+    char why[200];
+    uint32_t added;
+    /* 4 nodes, min 2: node 1 was lost and the world shrank to 0, 2, 3 */
+    ddl_world_init(&w, 8, 4, 1, 0, 2, why, sizeof why);
+    uint32_t shrunk[4] = {0, I, 1, 2};
+    memcpy(w.node_rank, shrunk, sizeof shrunk);
+    ddl_world_remap(&w);
+    uint8_t none[4] = {0, 0, 0, 0}, back[4] = {0, 1, 0, 0};
+    uint32_t *map = ddl_world_grow(&w, none, 4, &added);
+    ok(map && added == 0 && !memcmp(map, shrunk, sizeof shrunk),
+       "no node to grow onto: the same map, none added");
+    free(map);
+    map = ddl_world_grow(&w, back, 4, &added);
+    ok(map && added == 1 && map[0] == 0 && map[1] == 3 && map[2] == 1 && map[3] == 2,
+       "node 1 back: it takes the position after the others (3), they keep theirs");
+    ok(map && ddl_world_check(&w, map, 4, why, sizeof why) == 0, "... a world the check accepts");
+    free(map);
+    ddl_world_free(&w);
+    /* 4 nodes, 1 spare, min 1: two lost, world shrank to node 0 alone; both back */
+    ddl_world_init(&w, 4, 4, 1, 1, 1, why, sizeof why);
+    uint32_t one[4] = {0, I, I, I};
+    memcpy(w.node_rank, one, sizeof one);
+    ddl_world_remap(&w);
+    uint8_t all[4] = {0, 1, 1, 1};
+    map = ddl_world_grow(&w, all, 3, &added);
+    ok(map && added == 2 && map[1] == 1 && map[2] == 2 && map[3] == I,
+       "grows up to the first size (3 nodes): the lowest idle nodes first, one stays a spare");
+    free(map);
+    ddl_world_free(&w);
+    ddl_world_init(&w, 4, 2, 0, 0, 0, why, sizeof why);
+    ok(ddl_world_grow(&w, all, 2, &added) == NULL && added == 0, "no map: nothing to grow");
+    ddl_world_free(&w);
+}
+
 int main(void)
 {
     plan(NO_PLAN);
     test_init();
     test_replace();
     test_check();
+    test_grow();
     return done_testing();
 }
