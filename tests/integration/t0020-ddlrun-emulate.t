@@ -348,7 +348,8 @@ t_like "$T_TMP/back.err" "task [23]: its node holds no rank in generation 1: the
 t_like "$T_TMP/back.err" "generation 1: the world grows back to 2 nodes, 4 ranks \(node 1 \(node1\) taken back\): generation 2 resumes from the checkpoint of step [0-9]+" \
     "... and the world grows back at the next checkpoint"
 t_is "$(crc back | cut -d' ' -f1)" 4 "... the run ends on 4 ranks, which agree"
-t_is "$(grep -c "restart [0-9] of 2" "$T_TMP/back.err")" 1 "... growing spent no restart of the budget"
+t_is "$(leader "restart [0-9] of 2" back)" 1 "... growing spent no restart of the budget"
+[ "$(leader "restart [0-9] of 2" back)" = 1 ] || t_diag "$(grep "restart [0-9] of 2" "$T_TMP/back.err")"
 # the same world from the grow's checkpoint on, without a failure: a plain
 # 4-rank run resumed from a copy of that checkpoint
 s=$(sed -n 's/.*the world grows back.*resumes from the checkpoint of step \([0-9]*\)$/\1/p' "$T_TMP/back.err" | head -n 1)
