@@ -134,6 +134,17 @@ static void fail_line(const agent_t *a, const failure_t *f, char *buf, size_t le
              ddl_fail_class_str(f->cls));
 }
 
+/* master_of: MASTER_ADDR for a world map: the address of the agent of the
+ * node that holds rank 0 ("" if the roster does not know it), in buf. */
+static char *master_of(const agent_t *a, const uint32_t *map, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (uint32_t n = 0; n < a->opts->nnodes && a->roster; n++)
+        if (map[n] == 0)
+            snprintf(buf, len, "%.*s", (int)strcspn(a->roster[n], ":"), a->roster[n]);
+    return buf;
+}
+
 /* new_world: the world without the lost nodes (node `lost` and any other
  * marked lost): ddl_world_replace with the spares whose agents are linked
  * (or this one); says what changed in `what` (" (spare node S, HOST, in
@@ -209,12 +220,7 @@ void decide(agent_t *a)
     if (d.restart && map) {
         g->nnodes = o->nnodes;
         g->node_rank = map;
-        /* MASTER_ADDR: the node that now holds rank 0 (its agent's address) */
-        for (uint32_t n = 0; n < o->nnodes && a->roster; n++)
-            if (map[n] == 0)
-                snprintf(master, sizeof master, "%.*s", (int)strcspn(a->roster[n], ":"),
-                         a->roster[n]);
-        g->master = master;
+        g->master = master_of(a, map, master, sizeof master);
     }
     if (g->action == DDL_GEN_RESTART) {
         snprintf(cause, sizeof cause, "generation %u: %s; restart %u of %u: generation %u%s %s",
@@ -362,11 +368,7 @@ void grow_check(agent_t *a)
     g->action = DDL_GEN_RESTART;
     g->nnodes = o->nnodes;
     g->node_rank = map;
-    for (n = 0; n < o->nnodes && a->roster; n++)
-        if (map[n] == 0)
-            snprintf(master, sizeof master, "%.*s", (int)strcspn(a->roster[n], ":"),
-                     a->roster[n]);
-    g->master = master;
+    g->master = master_of(a, map, master, sizeof master);
     snprintf(cause, sizeof cause, "generation %u: the world grows back to %u node%s, %u ranks "
              "(%s taken back): generation %u resumes from the checkpoint of step %lld", a->gen,
              active, active == 1 ? "" : "s", active * a->w.tpn, what, g->gen, (long long)ck);
@@ -408,11 +410,7 @@ void retake(agent_t *a, conn_t *c)
     g->action = DDL_GEN_RESTART;
     g->nnodes = o->nnodes;
     g->node_rank = a->w.node_rank;
-    for (uint32_t n = 0; n < o->nnodes && a->roster; n++)
-        if (a->w.node_rank[n] == 0)
-            snprintf(master, sizeof master, "%.*s", (int)strcspn(a->roster[n], ":"),
-                     a->roster[n]);
-    g->master = master;
+    g->master = master_of(a, a->w.node_rank, master, sizeof master);
     snprintf(cause, sizeof cause, "generation %u: node %u (%s) is taken back as a spare after "
              "a loss", a->gen, node, a->peers[node].host);
     g->cause = cause;
