@@ -21,9 +21,11 @@
  * names, and cleanup never follows a symbolic link.
  *
  * The node-local level (DDL_CKPT_LOCAL_DIR, ddl.h): the shard goes to the
- * node's own directory (same layout), then the commit sends it over the
- * transport to the partner rank (same place among its node's ranks, on the
- * next node), which writes it next to its own; each node's first rank
+ * node's own directory (same layout) and over the transport to the partner
+ * rank (same place among its node's ranks, on the next node), which writes
+ * it next to its own: in sync mode at the commit, in async mode from the
+ * background thread (which shares the UCX worker, see ucx.c, and stops
+ * when the world is aborted); each node's first rank
  * writes that directory's MANIFEST and latest.  Every K-th checkpoint
  * (DDL_CKPT_SHARED_EVERY) each rank also copies its shard to the shared
  * directory, where rank 0 publishes it as before.  ddl_ckpt_restore()
@@ -98,6 +100,9 @@ struct ddl_ckpt {
     char errtext[ERR_TEXT];
     pthread_t thread;
     int thread_started;
+    atomic_int done;      /* the background thread has finished */
+    atomic_int cancel;    /* the world goes away: stop the partner transfer */
+    uint32_t pseq;        /* async: the partner copies' 3 sequence numbers, from the commit */
     /* node-local level: dir above is this node's directory */
     int local;            /* the level is on; its files are not fsync'd: a node that
                            * crashes loses them whatever the disk holds (its
@@ -549,8 +554,13 @@ static int64_t parse_step_name(const char *name)
 }
 
 /* cleanup_at: ddl_ckpt_cleanup() in the checked directory dfd (named dir in
- * messages); never follows a symbolic link. */
-static ddl_status_t cleanup_at(int dfd, const char *dir, int keep)
+ * messages); never follows a symbolic link.  what: CLEAN_PARTIAL removes the
+ * steps that are not checkpoints (no MANIFEST, or after latest), CLEAN_OLD
+ * the committed ones beyond keep, CLEAN_ALL both. */
+#define CLEAN_PARTIAL 1
+#define CLEAN_OLD 2
+#define CLEAN_ALL 3
+static ddl_status_t cleanup_at(int dfd, const char *dir, int keep, int what)
 {
     int64_t latest, *kept = NULL;
     size_t nkept = 0, cap = 0;
@@ -599,12 +609,12 @@ static ddl_status_t cleanup_at(int dfd, const char *dir, int keep)
             continue;
         }
         /* partial (no MANIFEST), or never made latest: not a checkpoint */
-        if (rm_step_at(dfd, e->d_name) < 0 && !firsterr[0])
+        if ((what & CLEAN_PARTIAL) && rm_step_at(dfd, e->d_name) < 0 && !firsterr[0])
             textf(firsterr, sizeof firsterr, "cannot remove partial checkpoint %s/%s: %s "
                      "(errno %d): fix its permissions", dir, e->d_name, strerror(errno), errno);
     }
     closedir(d);
-    if (keep > 0 && nkept > (size_t)keep) {
+    if ((what & CLEAN_OLD) && keep > 0 && nkept > (size_t)keep) {
         qsort(kept, nkept, sizeof *kept, cmp_desc);
         for (size_t i = (size_t)keep; i < nkept; i++) {
             textf(name, sizeof name, "step-%08" PRId64, kept[i]);
@@ -633,7 +643,7 @@ ddl_status_t ddl_ckpt_cleanup(const char *dir, int keep)
             return DDL_OK;
         return ddl_fail(DDL_ERR_IO, "%s", err.text);
     }
-    ddl_status_t st = cleanup_at(dfd, dir, keep);
+    ddl_status_t st = cleanup_at(dfd, dir, keep, CLEAN_ALL);
     close(dfd);
     return st;
 }
@@ -1012,29 +1022,74 @@ out:
     return st;
 }
 
-/* partner_send_async: async mode's partner copies, at the commit: the
- * buffers already copied in memory go to the partner (an index of names and
- * sizes, then each buffer), and those of the ranks whose partner this is
- * arrive into pooled buffers, for the background thread to write as their
- * shards (the same bytes as their own files).  Collective; returns a
- * transport error (I/O comes later, in the thread). */
-static ddl_status_t partner_send_async(ddl_ckpt_t *ck)
+/* ck_waitall: the checkpoint thread's wait for reqs[0..n), as
+ * ddl_tl_waitall but without the idle hook (the agent's notices and the
+ * heartbeats stay with the caller's thread, see ddl_ckpt_wait), and it gives
+ * up when the world is aborted or the checkpoint is dropped.  Between rounds
+ * without progress it sleeps 50 us: the training's own collectives progress
+ * the same worker meanwhile. */
+static ddl_status_t ck_waitall(ddl_ckpt_t *ck, void **reqs, int n)
+{
+    ddl_tl_t *tl = ck->comm->tl;
+    ddl_status_t result = DDL_OK;
+    int idle = 0;
+    for (;;) {
+        int left = 0;
+        for (int i = 0; i < n; i++) {
+            if (!reqs[i])
+                continue;
+            ddl_status_t st = tl->ops->test(tl, reqs[i], result == DDL_OK);
+            if (st == DDL_INPROGRESS) {
+                left++;
+                continue;
+            }
+            if (st != DDL_OK && result == DDL_OK)
+                result = st;
+            reqs[i] = NULL;
+        }
+        if (!left)
+            return result;
+        if (result == DDL_OK && (atomic_load(&ck->cancel) || ddl_is_aborted(ck->comm)))
+            result = ddl_fail(DDL_ERR_ABORTED, "the world was aborted during the transfer");
+        if (result != DDL_OK) {
+            ddl_tl_abandon(ck->comm, reqs, n);
+            return result;
+        }
+        if (tl->ops->progress(tl)) {
+            idle = 0;
+        } else if (++idle > 16) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* partner_transfer: async mode's partner copies, in the background thread:
+ * the buffers already copied in memory go to the partner (the index's
+ * length, an index of names and sizes, then each buffer, with the three
+ * sequence numbers the commit reserved), and those of the ranks whose
+ * partner this is arrive into pooled buffers, written next as their shards
+ * (the same bytes as their own files).  No collective: each rank only talks
+ * to its partner and to the ranks it is the partner of, so the caller's
+ * collectives go on meanwhile.  A failure is this rank's (ck_fail), decided
+ * at the next ddl_ckpt_wait like a write error. */
+static void partner_transfer(ddl_ckpt_t *ck)
 {
     ddl_comm_t *comm = ck->comm;
-    int n = ck->size, nreq = 0, nin = 0;
+    int n = ck->size, nreq = 0, nlen = 0;
     int *partner = malloc(sizeof(int) * (size_t)n);
-    int64_t *ilen = malloc(sizeof(int64_t) * (size_t)n), mine = 0;
+    int64_t *ilen = calloc((size_t)n, sizeof *ilen), mine = 0;
     unsigned char *index = NULL, **rindex = calloc((size_t)n, sizeof *rindex);
-    size_t maxreq = 2 * (size_t)n + ck->n + 2, ix = 0;
+    size_t maxreq = 3 * (size_t)n + ck->n + 3, ix = 0;
     void **reqs = calloc(maxreq, sizeof *reqs);
     ddl_status_t st = DDL_OK;
-    uint32_t seq1 = comm->seq++, seq2 = comm->seq++;
+    const uint32_t seq0 = ck->pseq, seq1 = ck->pseq + 1, seq2 = ck->pseq + 2;
     if (!partner || !ilen || !rindex || !reqs || partners(comm, partner) < 0) {
-        st = ddl_fail(DDL_ERR_NOMEM, "out of memory for the partner copies of %d ranks", n);
+        ck_fail(ck, DDL_ERR_NOMEM, "out of memory for the partner copies of %d ranks", n);
         goto out;
     }
     if (partner[ck->rank] < 0)
-        goto out; /* one node: the allgather below is skipped by every rank */
+        goto out; /* one node: no partner */
     if (ck->err == DDL_OK) { /* index: count, then per buffer name length, size, name */
         size_t need = 8;
         for (size_t i = 0; i < ck->n; i++)
@@ -1054,42 +1109,45 @@ static ddl_status_t partner_send_async(ddl_ckpt_t *ck)
             ck_fail(ck, DDL_ERR_NOMEM, "out of memory for the index of the partner copy");
         }
     }
-    if ((st = ddl_allgather(comm, &mine, ilen, 1, DDL_INT64)) != DDL_OK)
-        goto out;
-    for (int r = 0; r < n; r++) {
+    /* the lengths first: 0 from a rank that has nothing to send */
+    for (int r = 0; r < n && st == DDL_OK; r++)
+        if (partner[r] == ck->rank) {
+            st = ddl_tl_irecv(comm, &ilen[r], sizeof ilen[r], ddl_tag(comm, seq0, r),
+                              &reqs[nreq++]);
+            nlen++;
+        }
+    if (st == DDL_OK)
+        st = ddl_tl_isend(comm, partner[ck->rank], &mine, sizeof mine,
+                          ddl_tag(comm, seq0, ck->rank), &reqs[nreq++]);
+    if (st == DDL_OK && mine > 0) {
+        st = ddl_tl_isend(comm, partner[ck->rank], index, (size_t)mine,
+                          ddl_tag(comm, seq1, ck->rank), &reqs[nreq++]);
+        for (size_t i = 0; i < ck->n && st == DDL_OK; i++)
+            st = ddl_tl_isend(comm, partner[ck->rank], ck->recs[i].data, ck->recs[i].len,
+                              ddl_tag(comm, seq2, ck->rank), &reqs[nreq++]);
+    }
+    if (st == DDL_OK)
+        st = ck_waitall(ck, reqs, nlen); /* the sends go on meanwhile */
+    int first_index = nreq;
+    for (int r = 0; r < n && st == DDL_OK; r++) {
         if (partner[r] != ck->rank || ilen[r] <= 0)
             continue;
-        if (!(rindex[r] = malloc((size_t)ilen[r]))) {
-            st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner index", r);
-            goto abandon;
+        if (ilen[r] > (int64_t)1 << 30 || !(rindex[r] = malloc((size_t)ilen[r]))) {
+            st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner index (%" PRId64
+                          " bytes)", r, ilen[r]);
+            break;
         }
-        if ((st = ddl_tl_irecv(comm, rindex[r], (size_t)ilen[r], ddl_tag(comm, seq1, r),
-                               &reqs[nreq++])) != DDL_OK)
-            goto abandon;
-        nin++;
+        st = ddl_tl_irecv(comm, rindex[r], (size_t)ilen[r], ddl_tag(comm, seq1, r),
+                          &reqs[nreq++]);
     }
-    if (mine > 0) {
-        if ((st = ddl_tl_isend(comm, partner[ck->rank], index, (size_t)mine,
-                               ddl_tag(comm, seq1, ck->rank), &reqs[nreq++])) != DDL_OK)
-            goto abandon;
-        for (size_t i = 0; i < ck->n; i++)
-            if ((st = ddl_tl_isend(comm, partner[ck->rank], ck->recs[i].data, ck->recs[i].len,
-                                   ddl_tag(comm, seq2, ck->rank), &reqs[nreq++])) != DDL_OK)
-                goto abandon;
-    }
-    if (nin && !(ck->pcopies = calloc((size_t)nin, sizeof *ck->pcopies))) {
+    if (st == DDL_OK)
+        st = ck_waitall(ck, reqs + first_index, nreq - first_index);
+    int nin = 0;
+    for (int r = 0; r < n; r++)
+        nin += rindex[r] != NULL;
+    if (st == DDL_OK && nin && !(ck->pcopies = calloc((size_t)nin, sizeof *ck->pcopies)))
         st = ddl_fail(DDL_ERR_NOMEM, "out of memory for %d partner copies", nin);
-        goto abandon;
-    }
-    /* the indexes first (the sends of the buffers may wait for their receives) */
-    for (int i = 0; i < nreq; i++) {
-        if (!reqs[i])
-            continue;
-        int is_index_recv = i < nin;
-        if (is_index_recv && (st = ddl_tl_waitall(comm, &reqs[i], 1)) != DDL_OK)
-            goto abandon;
-    }
-    for (int r = 0; r < n; r++) {
+    for (int r = 0; r < n && st == DDL_OK; r++) {
         if (!rindex[r])
             continue;
         const unsigned char *p = rindex[r];
@@ -1100,7 +1158,7 @@ static ddl_status_t partner_send_async(ddl_ckpt_t *ck)
             !(pc->recs = calloc(cnt ? (size_t)cnt : 1, sizeof *pc->recs))) {
             free(pc);
             st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner copy", r);
-            goto abandon;
+            break;
         }
         ck->pcopies[ck->npcopies++] = pc;
         pc->rank = r;
@@ -1117,7 +1175,7 @@ static ddl_status_t partner_send_async(ddl_ckpt_t *ck)
         if (pc->dirfd < 0)
             ck_fail(pc, DDL_ERR_IO, "cannot open the node-local directory %s for rank %d's "
                     "partner copy", ck->dir, r);
-        for (uint64_t i = 0; i < cnt; i++) {
+        for (uint64_t i = 0; i < cnt && st == DDL_OK; i++) {
             if (off + 12 > len)
                 break;
             uint32_t nl = get32(p + off);
@@ -1131,7 +1189,7 @@ static ddl_status_t partner_send_async(ddl_ckpt_t *ck)
                 free(name);
                 st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner copy (%"
                               PRIu64 " bytes)", r, bl);
-                goto abandon;
+                break;
             }
             memcpy(name, p + off + 12, nl);
             name[nl] = '\0';
@@ -1141,35 +1199,40 @@ static ddl_status_t partner_send_async(ddl_ckpt_t *ck)
                 void **nr = realloc(reqs, 2 * maxreq * sizeof *nr);
                 if (!nr) {
                     st = ddl_fail(DDL_ERR_NOMEM, "out of memory for the partner transfers");
-                    goto abandon;
+                    break;
                 }
                 memset(nr + maxreq, 0, maxreq * sizeof *nr);
                 reqs = nr;
                 maxreq *= 2;
             }
-            if ((st = ddl_tl_irecv(comm, buf, (size_t)bl, ddl_tag(comm, seq2, r),
-                                   &reqs[nreq++])) != DDL_OK)
-                goto abandon;
+            st = ddl_tl_irecv(comm, buf, (size_t)bl, ddl_tag(comm, seq2, r), &reqs[nreq++]);
         }
-        if (pc->n != cnt) {
+        if (st == DDL_OK && pc->n != cnt)
             st = ddl_fail(DDL_ERR_IO, "rank %d's partner index is damaged", r);
-            goto abandon;
-        }
     }
-    st = ddl_tl_waitall(comm, reqs, nreq);
-    goto out;
-abandon:
-    ddl_tl_abandon(comm, reqs, nreq);
+    if (st == DDL_OK)
+        st = ck_waitall(ck, reqs, nreq);
+    else
+        ddl_tl_abandon(comm, reqs, nreq);
+    if (st != DDL_OK)
+        ck_fail(ck, st, "the partner copies of checkpoint step %" PRId64 " (to rank %d, from "
+                "the ranks it keeps copies for) failed: %s", ck->step, partner[ck->rank],
+                ddl_last_error());
 out:
     for (int r = 0; rindex && r < n; r++)
         free(rindex[r]);
     free(rindex), free(index), free(reqs), free(partner), free(ilen);
-    return st;
 }
 
 static void *async_writer(void *arg)
 {
     ddl_ckpt_t *ck = arg;
+    if (ck->local) {
+        partner_transfer(ck);
+        /* the committed steps beyond keep, which the caller no longer waits for */
+        if (ck->leader && ck->dirfd >= 0 && cleanup_at(ck->dirfd, ck->dir, ck->keep, CLEAN_OLD) != DDL_OK)
+            ddl_debug("node-local checkpoints in %s: %s", ck->dir, ddl_last_error());
+    }
     shard_open(ck);
     for (size_t i = 0; i < ck->n; i++) {
         shard_record(ck, ck->recs[i].name, ck->recs[i].data, ck->recs[i].len);
@@ -1186,6 +1249,7 @@ static void *async_writer(void *arg)
             ck_fail(ck, pc->err, "rank %d's partner copy: %s", pc->rank, pc->errtext);
     }
     copy_shared(ck);
+    atomic_store(&ck->done, 1);
     return NULL;
 }
 
@@ -1298,7 +1362,10 @@ static ddl_status_t publish_at(ddl_ckpt_t *ck, const int64_t *all, char *err, si
         rm_step_at(dirfd, ck->stepname);
         return DDL_ERR_IO;
     }
-    if (cleanup_at(dirfd, dir, ck->keep) != DDL_OK)
+    /* async node-local: the next checkpoint's thread removes the old steps */
+    int clean = ck->local && (ck->flags & DDL_CKPT_ASYNC) && dirfd == ck->dirfd
+                    ? CLEAN_PARTIAL : CLEAN_ALL;
+    if (cleanup_at(dirfd, dir, ck->keep, clean) != DDL_OK)
         ddl_warn("checkpoint step %" PRId64 " committed, but %s", ck->step, ddl_last_error());
     return DDL_OK;
 }
@@ -1397,6 +1464,26 @@ static ddl_status_t decide(ddl_ckpt_t *ck)
     return DDL_OK;
 }
 
+/* join_writer: wait for ck's background thread.  While it transfers the
+ * partner copies, this thread keeps doing what a waiting collective does
+ * (heartbeats, the agent's notices: the idle hook), so that an abort
+ * decided meanwhile reaches the transfer, which then gives up. */
+static void join_writer(ddl_ckpt_t *ck)
+{
+    if (!ck->thread_started)
+        return;
+    ddl_tl_t *tl = ck->comm->tl;
+    while (!atomic_load(&ck->done)) {
+        if (ddl_is_aborted(ck->comm))
+            atomic_store(&ck->cancel, 1);
+        if (tl && tl->idle)
+            tl->idle();
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    pthread_join(ck->thread, NULL);
+}
+
 ddl_status_t ddl_ckpt_wait(int64_t *step)
 {
     ddl_ckpt_t *ck = pending;
@@ -1406,13 +1493,24 @@ ddl_status_t ddl_ckpt_wait(int64_t *step)
     if (!ck)
         return DDL_OK;
     pending = NULL;
-    if (ck->thread_started)
-        pthread_join(ck->thread, NULL);
-    ddl_status_t st = DDL_OK; /* the partner copies were sent at the commit */
-    if (st == DDL_OK)
-        st = decide(ck);
+    join_writer(ck);
+    ddl_status_t st = decide(ck);
     ck_free(ck);
     return st;
+}
+
+void ddl_ckpt_drop_pending(void)
+{
+    ddl_ckpt_t *ck = pending;
+    if (!ck)
+        return;
+    pending = NULL;
+    atomic_store(&ck->cancel, 1);
+    if (ck->thread_started)
+        pthread_join(ck->thread, NULL);
+    ddl_debug("async checkpoint step %" PRId64 " dropped uncommitted: the world it was taken in "
+              "ended", ck->step);
+    ck_free(ck);
 }
 
 /* ddl_ckpt_finish_pending: ddl_finalize()'s hook (ddl_int.h); with the
@@ -1431,7 +1529,7 @@ ddl_status_t ddl_ckpt_finish_pending(void)
         ddl_error_t err;
         int dfd = ddl_dir_open(local_used, 0, "node-local checkpoint directory", &err);
         if (dfd >= 0) {
-            if (cleanup_at(dfd, local_used, 1) != DDL_OK || rm_step_all(dfd) < 0 ||
+            if (cleanup_at(dfd, local_used, 1, CLEAN_ALL) != DDL_OK || rm_step_all(dfd) < 0 ||
                 unlinkat(dfd, "latest", 0) < 0)
                 ddl_debug("node-local checkpoints in %s: %s", local_used, ddl_last_error());
             close(dfd);
@@ -1944,7 +2042,8 @@ ddl_status_t ddl_ckpt_begin(ddl_comm_t *comm, const char *dir, int64_t step, int
                       "latest one (%" PRId64 ") in the node-local directory %s: use a "
                       "larger step, or empty that directory (left by another job?)", step,
                       llatest, ldir);
-            } else if ((st = cleanup_at(ldfd, ldir, keep)) != DDL_OK) {
+            } else if ((st = cleanup_at(ldfd, ldir, keep, (flags & DDL_CKPT_ASYNC) ? CLEAN_PARTIAL :
+                                                CLEAN_ALL)) != DDL_OK) {
                 lv.status = st;
                 snprintf(lv.text, sizeof lv.text, "%s", ddl_last_error());
             }
@@ -1962,7 +2061,7 @@ ddl_status_t ddl_ckpt_begin(ddl_comm_t *comm, const char *dir, int64_t step, int
             v.status = DDL_ERR_INVALID;
             snprintf(v.text, sizeof v.text, "checkpoint step %" PRId64 " is not after the latest "
                      "one (%" PRId64 ") in %s: use a larger step", step, latest, dir);
-        } else if ((st = cleanup_at(dfd, dir, keep)) != DDL_OK) {
+        } else if ((st = cleanup_at(dfd, dir, keep, CLEAN_ALL)) != DDL_OK) {
             v.status = st;
             snprintf(v.text, sizeof v.text, "%s", ddl_last_error());
         }
@@ -2101,12 +2200,9 @@ ddl_status_t ddl_ckpt_commit(ddl_ckpt_t *ck)
             return ddl_fail(DDL_ERR_INVALID, "async checkpoint step %" PRId64 " is still "
                             "pending: begin and commit one checkpoint at a time", other);
         }
-        if (ck->local) {
-            ddl_status_t st = partner_send_async(ck);
-            if (st != DDL_OK) {
-                ck_free(ck);
-                return st;
-            }
+        if (ck->local) { /* the same numbers on every rank: commits come in one order */
+            ck->pseq = ck->comm->seq;
+            ck->comm->seq += 3;
         }
         pending = ck;
         if (pthread_create(&ck->thread, NULL, async_writer, ck) == 0)

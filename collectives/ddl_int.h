@@ -563,6 +563,11 @@ double ddl_model_allgather_us(const ddl_comm_t *comm, size_t bytes_per_rank);
  * ddl_ckpt_wait()) and free the async copy buffers kept for reuse; called
  * by ddl_finalize() before it stops the engine. */
 ddl_status_t ddl_ckpt_finish_pending(void);
+/* ddl_ckpt_drop_pending: the world is released (a warm restart, a failed
+ * init): stop the pending async checkpoint's partner transfer, wait for its
+ * thread and free it without committing (its step never becomes latest).
+ * Called before the transport closes; nothing if none is pending. */
+void ddl_ckpt_drop_pending(void);
 
 /* ddl_stop_returned: ddl_should_stop() returned DDL_STOP in this process
  * (stop.c), so that the stop's checkpoint also goes to the shared level and

@@ -248,6 +248,7 @@ static void release(void)
 
 void ddl_world_release(void)
 {
+    ddl_ckpt_drop_pending(); /* its transfer uses the transport closed below */
     ddl_stop_fini();
     ddl_mem_release_all();
     if (ddl_ctx.tl) {

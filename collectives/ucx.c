@@ -9,10 +9,16 @@
  * (transport.c) calls the idle hook that init.c registers, and the
  * registration lookup is a function mem.c hands over
  * (ddl_ucx_set_memh_lookup).
+ *
+ * Threads: the worker is created UCS_THREAD_MODE_SERIALIZED and every entry
+ * point below takes one mutex, so that the caller of a collective (or the
+ * progress engine) and the checkpoint thread's partner copies (checkpoint.c)
+ * can share it.  Uncontended, the lock costs tens of nanoseconds per call.
  */
 #include "config.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +49,11 @@ static struct {
 /* A context that could not be cleaned up (see ddl_ucx_fini), kept
  * reachable until the process exits. */
 static ucp_context_h abandoned_ucp;
+
+/* Serialises every use of the worker and the context (see the top). */
+static pthread_mutex_t ucx_mu = PTHREAD_MUTEX_INITIALIZER;
+#define LOCK() pthread_mutex_lock(&ucx_mu)
+#define UNLOCK() pthread_mutex_unlock(&ucx_mu)
 
 void ddl_ucx_set_memh_lookup(void *(*lookup)(const void *buf, size_t len))
 {
@@ -103,7 +114,7 @@ ddl_status_t ddl_ucx_init(void **addr, size_t *addr_len, ddl_tl_t **tl)
 
     ucp_worker_params_t wp = {
         .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-        .thread_mode = UCS_THREAD_MODE_SINGLE,
+        .thread_mode = UCS_THREAD_MODE_SERIALIZED,
     };
     st = ucp_worker_create(ucx.ucp, &wp, &ucx.worker);
     if (st != UCS_OK) {
@@ -172,7 +183,9 @@ ddl_status_t ddl_ucx_mem_register(void *buf, size_t len, void **memh)
         .length = len,
     };
     ucp_mem_h mh;
+    LOCK();
     ucs_status_t us = ucp_mem_map(ucx.ucp, &p, &mh);
+    UNLOCK();
     if (us != UCS_OK)
         return ddl_fail(DDL_ERR_TRANSPORT, "cannot register %zu bytes at %p: %s", len, buf,
                         ucs_status_string(us));
@@ -182,8 +195,10 @@ ddl_status_t ddl_ucx_mem_register(void *buf, size_t len, void **memh)
 
 void ddl_ucx_mem_unmap(void *memh)
 {
+    LOCK();
     if (memh && ucx.ucp)
         ucp_mem_unmap(ucx.ucp, memh);
+    UNLOCK();
 }
 
 ddl_status_t ddl_ucx_mem_alloc(size_t len, void **addr, void **memh)
@@ -196,14 +211,18 @@ ddl_status_t ddl_ucx_mem_alloc(size_t len, void **addr, void **memh)
         .flags = UCP_MEM_MAP_ALLOCATE,
     };
     ucp_mem_h mh;
+    LOCK();
     ucs_status_t us = ucp_mem_map(ucx.ucp, &p, &mh);
+    UNLOCK();
     if (us != UCS_OK)
         return ddl_fail(from_ucs(us), "UCX cannot allocate %zu bytes: %s", len,
                         ucs_status_string(us));
     ucp_mem_attr_t a = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS};
     us = ucp_mem_query(mh, &a);
     if (us != UCS_OK) {
+        LOCK();
         ucp_mem_unmap(ucx.ucp, mh);
+        UNLOCK();
         return ddl_fail(from_ucs(us), "ucp_mem_query failed: %s", ucs_status_string(us));
     }
     *addr = a.address;
@@ -215,37 +234,49 @@ size_t ddl_ucx_rkey_pack(void *memh, void *buf, size_t cap)
 {
     void *rk;
     size_t len;
-    if (ucp_rkey_pack(ucx.ucp, memh, &rk, &len) != UCS_OK)
+    LOCK();
+    if (ucp_rkey_pack(ucx.ucp, memh, &rk, &len) != UCS_OK) {
+        UNLOCK();
         return 0;
+    }
     if (len > cap)
         len = 0;
     else
         memcpy(buf, rk, len);
     ucp_rkey_buffer_release(rk);
+    UNLOCK();
     return len;
 }
 
 void *ddl_ucx_map_peer(int world_peer, const void *rkey, uint64_t raddr, void **rkh)
 {
     ddl_status_t st;
-    ucp_ep_h ep = get_ep(world_peer, &st);
     ucp_rkey_h rk;
     void *ptr = NULL;
     *rkh = NULL;
-    if (!ep || ucp_ep_rkey_unpack(ep, rkey, &rk) != UCS_OK)
-        return NULL;
-    if (ucp_rkey_ptr(rk, raddr, &ptr) != UCS_OK || !ptr) {
-        ucp_rkey_destroy(rk);
+    LOCK();
+    ucp_ep_h ep = get_ep(world_peer, &st);
+    if (!ep || ucp_ep_rkey_unpack(ep, rkey, &rk) != UCS_OK) {
+        UNLOCK();
         return NULL;
     }
+    if (ucp_rkey_ptr(rk, raddr, &ptr) != UCS_OK || !ptr) {
+        ucp_rkey_destroy(rk);
+        UNLOCK();
+        return NULL;
+    }
+    UNLOCK();
     *rkh = rk;
     return ptr;
 }
 
 void ddl_ucx_unmap_peer(void *rkh)
 {
-    if (rkh)
+    if (rkh) {
+        LOCK();
         ucp_rkey_destroy(rkh);
+        UNLOCK();
+    }
 }
 
 static ddl_status_t post_result(void *ptr, void **req, const char *what, int peer)
@@ -281,12 +312,13 @@ static ddl_status_t ucx_isend(ddl_tl_t *tl, int peer, const void *buf, size_t le
 {
     ddl_status_t st = DDL_OK;
     (void)tl;
-    ucp_ep_h ep = get_ep(peer, &st);
-    if (!ep)
-        return st;
     ucp_request_param_t p = {0};
     set_memh(&p, buf, len);
-    return post_result(ucp_tag_send_nbx(ep, buf, len, tag, &p), req, "send to", peer);
+    LOCK();
+    ucp_ep_h ep = get_ep(peer, &st);
+    void *r = ep ? ucp_tag_send_nbx(ep, buf, len, tag, &p) : NULL;
+    UNLOCK();
+    return ep ? post_result(r, req, "send to", peer) : st;
 }
 
 static ddl_status_t ucx_irecv(ddl_tl_t *tl, int peer, void *buf, size_t len, uint64_t tag,
@@ -295,17 +327,22 @@ static ddl_status_t ucx_irecv(ddl_tl_t *tl, int peer, void *buf, size_t len, uin
     (void)tl;
     ucp_request_param_t p = {0};
     set_memh(&p, buf, len);
-    return post_result(ucp_tag_recv_nbx(ucx.worker, buf, len, tag, UINT64_MAX, &p), req,
-                       "receive from", peer);
+    LOCK();
+    void *r = ucp_tag_recv_nbx(ucx.worker, buf, len, tag, UINT64_MAX, &p);
+    UNLOCK();
+    return post_result(r, req, "receive from", peer);
 }
 
 static ddl_status_t ucx_test(ddl_tl_t *tl, void *req, int report)
 {
     (void)tl;
+    LOCK();
     ucs_status_t us = ucp_request_check_status(req);
+    if (us != UCS_INPROGRESS)
+        ucp_request_free(req);
+    UNLOCK();
     if (us == UCS_INPROGRESS)
         return DDL_INPROGRESS;
-    ucp_request_free(req);
     if (us == UCS_OK)
         return DDL_OK;
     if (report)
@@ -347,15 +384,20 @@ static void ucx_cancel(ddl_tl_t *tl, void *req)
     (void)tl;
     /* cancels a receive not yet matched (it completes at once); UCX has
      * no way to cancel a send */
+    LOCK();
     ucp_request_cancel(ucx.worker, req);
     if (ucp_request_check_status(req) != UCS_INPROGRESS || !keep_orphan(req))
         ucp_request_free(req);
+    UNLOCK();
 }
 
 static int ucx_progress(ddl_tl_t *tl)
 {
     (void)tl;
-    return (int)ucp_worker_progress(ucx.worker);
+    LOCK();
+    int n = (int)ucp_worker_progress(ucx.worker);
+    UNLOCK();
+    return n;
 }
 
 static int ucx_wait_event(ddl_tl_t *tl, int timeout_ms)
@@ -363,7 +405,10 @@ static int ucx_wait_event(ddl_tl_t *tl, int timeout_ms)
     (void)tl;
     if (ucx.efd < 0)
         return 0;
-    if (ucp_worker_arm(ucx.worker) == UCS_OK) {
+    LOCK();
+    ucs_status_t armed = ucp_worker_arm(ucx.worker);
+    UNLOCK();
+    if (armed == UCS_OK) {
         struct pollfd p = {.fd = ucx.efd, .events = POLLIN};
         (void)poll(&p, 1, timeout_ms);
     } /* else UCS_ERR_BUSY: events are waiting, progress them */
@@ -372,7 +417,10 @@ static int ucx_wait_event(ddl_tl_t *tl, int timeout_ms)
 
 int ddl_ucx_progress(void)
 {
-    return ucx.worker ? (int)ucp_worker_progress(ucx.worker) : 0;
+    LOCK();
+    int n = ucx.worker ? (int)ucp_worker_progress(ucx.worker) : 0;
+    UNLOCK();
+    return n;
 }
 
 static const ddl_tl_ops_t ucx_ops = {

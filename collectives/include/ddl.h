@@ -833,9 +833,14 @@ ddl_status_t ddl_ckpt_read(const char *dir, int64_t step, int rank, const char *
  * (DDL_CKPT_SHARED_EVERY, default 1; 0: never) is also copied to `dir`, the
  * shared directory, and committed there by rank 0 as without the level;
  * so is the checkpoint that follows a DDL_STOP from ddl_should_stop().  In
- * async mode the local write and the shared copy run in the background
- * thread; the partner copy is sent when the checkpoint is committed
- * (ddl_ckpt_wait(), the next ddl_ckpt_begin(), ddl_finalize()).
+ * async mode the partner copy's transfer (from the copies in memory), the
+ * local writes, the removal of node-local steps beyond keep and the shared
+ * copy all run in the background thread: the caller is blocked for the
+ * copy into memory and the small collectives of the next commit.  A
+ * transfer that fails (a peer gone, the world aborted) fails that
+ * checkpoint at its commit (ddl_ckpt_wait(), the next ddl_ckpt_begin(),
+ * ddl_finalize()), like a write error; one still running when the world is
+ * released for a warm restart is given up and never committed.
  * ddl_finalize() removes the node-local checkpoints when the program ends
  * without a stop request (a failed run never gets there, so they stay for
  * the restart).  Restarted programs call ddl_ckpt_restore() to find their

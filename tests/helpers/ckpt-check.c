@@ -28,6 +28,17 @@
  *                                shared directory and, with node 1's
  *                                directory deleted, from the partner copies;
  *                                run under ddlrun --nodes 2 (bench/run-ckpt.sh)
+ *   ckpt-check partner DIR       the async node-local level (DIR/local/
+ *                                node-%n) under ddlrun --nodes 2: a rank's
+ *                                ddl_ckpt_commit returns while its partner
+ *                                has not committed (node 1 waits for a
+ *                                marker file from every rank of node 0
+ *                                before its own commit); each node's
+ *                                directory then holds the other's shards;
+ *                                the next checkpoint, whose partners never
+ *                                commit and abort instead, fails on
+ *                                ddl_ckpt_wait() (no hang) and the first
+ *                                stays latest
  *
  * Prints "PASS"/"FAIL" lines and exits non-zero on any failure (2: usage).
  */
@@ -354,17 +365,96 @@ static void levels_mode(const char *dir, long mib)
     free(r);
 }
 
+/* partner_mode: see the top.  Ranks [0, size/2) are node 0. */
+static void partner_mode(const char *dir)
+{
+    char local[PATH_MAX], mine[PATH_MAX], mark[PATH_MAX + 32];
+    const int half = size / 2, peer = (rank + half) % size;
+    const size_t n = 3u << 20; /* large enough for UCX's rendezvous protocol */
+    unsigned char *b = malloc(n), *r = malloc(n);
+    ddl_ckpt_t *ck;
+    if (size < 2 || size % 2 || !b || !r) {
+        check(0, "an even number of ranks on 2 nodes, and the buffers");
+        return;
+    }
+    snprintf(local, sizeof local, "%s/local/node-%%n", dir);
+    snprintf(mine, sizeof mine, "%s/local/node-%d", dir, rank < half ? 0 : 1);
+    setenv("DDL_CKPT_LOCAL_DIR", local, 1);
+    setenv("DDL_CKPT_SHARED_EVERY", "0", 1);
+    fill(b, n, 1, rank);
+    ddl_status_t st = ddl_ckpt_begin(ddl_comm_world(), dir, 1, 2, DDL_CKPT_ASYNC, &ck);
+    expect(st, DDL_OK, "step 1 begins");
+    if (st != DDL_OK)
+        return;
+    expect(ddl_ckpt_write(ck, "model", b, n), DDL_OK, "step 1 copied");
+    if (rank < half) {
+        expect(ddl_ckpt_commit(ck), DDL_OK, "node 0: step 1's commit returns before the "
+               "partner's");
+        snprintf(mark, sizeof mark, "%s/committed-%d", dir, rank);
+        FILE *f = fopen(mark, "w");
+        check(f != NULL, "node 0: marker written");
+        if (f)
+            fclose(f);
+    } else {
+        int seen = 0;
+        for (int i = 0; i < 600 && seen < half; i++) { /* at most 30 s */
+            seen = 0;
+            for (int q = 0; q < half; q++) {
+                snprintf(mark, sizeof mark, "%s/committed-%d", dir, q);
+                seen += access(mark, F_OK) == 0;
+            }
+            if (seen < half)
+                usleep(50000);
+        }
+        check(seen == half, "node 1: every rank of node 0 returned from its commit first");
+        expect(ddl_ckpt_commit(ck), DDL_OK, "node 1: step 1's commit");
+    }
+    int64_t s = -1;
+    expect(ddl_ckpt_wait(&s), DDL_OK, "step 1 commits at ddl_ckpt_wait");
+    memset(r, 0, n);
+    fill(b, n, 1, peer);
+    st = ddl_ckpt_read(mine, 1, peer, "model", r, n, NULL);
+    expect(st, DDL_OK, "the partner's copy is in this node's directory");
+    check(st == DDL_OK && !memcmp(b, r, n), "... with the partner's bytes");
+    /* step 2: node 1 never commits, every rank aborts the world */
+    fill(b, n, 2, rank);
+    st = ddl_ckpt_begin(ddl_comm_world(), dir, 2, 2, DDL_CKPT_ASYNC, &ck);
+    expect(st, DDL_OK, "step 2 begins");
+    if (st != DDL_OK)
+        return;
+    expect(ddl_ckpt_write(ck, "model", b, n), DDL_OK, "step 2 copied");
+    if (rank < half) {
+        expect(ddl_ckpt_commit(ck), DDL_OK, "node 0: step 2's commit returns");
+        usleep(300000); /* its transfer waits for node 1 meanwhile */
+    } else {
+        ddl_ckpt_abort(ck);
+    }
+    ddl_comm_abort(ddl_comm_world(), "ckpt-check: node 1 gives up step 2");
+    double t0 = now_ms();
+    st = ddl_ckpt_wait(&s);
+    if (rank < half) {
+        check(st != DDL_OK, "node 0: step 2 fails at ddl_ckpt_wait: the transfer gave up");
+        printf("rank %d: step 2: %s (%s), after %.0f ms\n", rank, ddl_status_str(st),
+               ddl_last_error(), now_ms() - t0);
+    }
+    int64_t l = -1;
+    check(ddl_ckpt_latest(mine, &l) == DDL_OK && l == 1, "step 1 stays latest on this node");
+    free(b);
+    free(r);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 3 || (strcmp(argv[1], "commit") != 0 && argc < 4)) {
+    if (argc < 3 || (strcmp(argv[1], "commit") != 0 && strcmp(argv[1], "partner") != 0 &&
+                     argc < 4)) {
         fprintf(stderr, "usage: ckpt-check commit DIR | kill DIR K | verify DIR STEP | "
-                "async DIR MIB | levels DIR MIB\n");
+                "async DIR MIB | levels DIR MIB | partner DIR\n");
         return 2;
     }
     const char *mode = argv[1], *dir = argv[2];
     long arg = argc > 3 ? atol(argv[3]) : 0;
     if (strcmp(mode, "commit") && strcmp(mode, "kill") && strcmp(mode, "verify") &&
-        strcmp(mode, "async") && strcmp(mode, "levels")) {
+        strcmp(mode, "async") && strcmp(mode, "levels") && strcmp(mode, "partner")) {
         fprintf(stderr, "ckpt-check: unknown mode '%s'\n", mode);
         return 2;
     }
@@ -383,6 +473,8 @@ int main(int argc, char **argv)
         verify_mode(dir, arg);
     else if (!strcmp(mode, "levels"))
         levels_mode(dir, arg);
+    else if (!strcmp(mode, "partner"))
+        partner_mode(dir);
     else
         async_mode(dir, arg);
     if (strcmp(mode, "async") != 0)

@@ -6,7 +6,10 @@
 # previous complete checkpoint, which reads back, and the next run commits
 # over the leftovers; async mode commits at the next begin, ddl_ckpt_wait()
 # and ddl_finalize(), and the time the caller blocks in sync and async mode
-# is printed (64 MiB per rank; measured, not checked).
+# is printed (64 MiB per rank; measured, not checked); with the async
+# node-local level (2 nodes) a commit returns before its partner's, the
+# copies arrive in each other node's directory, and an abort during the
+# transfer fails that checkpoint's ddl_ckpt_wait() instead of hanging.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 CKPT_CHECK="$top_builddir/tests/helpers/ckpt-check"
 
@@ -48,6 +51,16 @@ for n in 1 2 4; do
     [ $rc -eq 0 ] || show_failure
     grep 'caller blocked' "$T_TMP/out" | sed 's/^/# /'
 done
+
+# the async node-local level: the partner copies travel from the background
+# thread, so a commit returns before the partner's; an abort stops them
+dir="$T_TMP/ckpt-partner"
+mkdir -p "$dir"
+t_run 120 "$DDLRUN" -n 4 --nodes 2 "$CKPT_CHECK" partner "$dir"
+rc=$?
+t_ok $rc "ckpt-check partner on 4 ranks, 2 nodes: async partner copies in the background"
+[ $rc -eq 0 ] || show_failure
+grep 'step 2: ' "$T_TMP/out" | sed 's/^/# /'
 
 t_run 10 "$CKPT_CHECK" bogus "$T_TMP/x"
 t_is $? 2 "ckpt-check with an unknown mode -> usage"

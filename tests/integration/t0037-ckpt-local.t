@@ -11,9 +11,10 @@
 #     other's shards), the shared directory never written, and the node-local
 #     checkpoints removed at the end;
 #  1. node1 killed after a checkpoint, its directory deleted (its disk is
-#     gone), shared level never written: the spare restores ranks 2-3 from
-#     the partner copies on node0 (nothing can come from the empty shared
-#     directory), the same weights;
+#     gone), shared level never written, async checkpoints (the partner
+#     copies sent from the background thread): the spare restores ranks 2-3
+#     from the partner copies on node0 (nothing can come from the empty
+#     shared directory), the same weights;
 #  2. the same with --checkpoint-shared-every 1 and node0's partner copies
 #     corrupted (bytes flipped): ranks 2-3 fall back to the shared
 #     directory, the same weights;
@@ -30,6 +31,7 @@ DATA=${DDL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
 export UCX_TLS=tcp,self DDL_ALLREDUCE_ALGO=ring
 unset MASTER_ADDR MASTER_PORT DDL_CKPT_LOCAL_DIR DDL_CKPT_SHARED_EVERY
 ARGS="--epochs 1 --limit 4000 --checkpoint-every 10"
+FM_MORE= # more fmnist-train options, for one scenario
 
 # train NAME K [DDLRUN-OPTIONS]: fmnist-train in the background (pid in $run)
 # on 2 emulated nodes of 2 ranks and a spare, the shared directory $ck, the
@@ -41,7 +43,7 @@ train() {
     # shellcheck disable=SC2086 # ARGS: several words
     DDL_LOG_LEVEL=info timeout -k 5 120 "$DDLRUN" -n 4 --nodes 2 --emulate --spares 1 --restarts 2 \
         --checkpoint-dir "$ck" --checkpoint-local "$loc" --checkpoint-shared-every "$every" \
-        "$@" "$FMNIST" $ARGS --pace 120 --checkpoint-dir "$ck" \
+        "$@" "$FMNIST" $ARGS $FM_MORE --pace 120 --checkpoint-dir "$ck" \
         >"$T_TMP/$name.out" 2>"$T_TMP/$name.err" &
     run=$!
 }
@@ -85,7 +87,10 @@ t_is "$(find "$loc" -mindepth 1 2>/dev/null | wc -l)" 0 "... the node-local chec
 clean baseline
 
 # --- 1. node lost: the partner copies -------------------------------------------------
+# async checkpoints: the partner copies travel from the background thread
+FM_MORE=--checkpoint-async
 train partner 0
+FM_MORE=
 lose partner
 wait $run
 t_status $? 0 "partner: the spare takes node1's ranks, the run finishes" "$T_TMP/partner.err"
