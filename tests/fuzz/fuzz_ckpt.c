@@ -62,6 +62,11 @@ void ddl_tl_abandon(ddl_comm_t *comm, void **reqs, int n)
     (void)comm, (void)reqs, (void)n;
     abort();
 }
+int ddl_is_aborted(ddl_comm_t *comm)
+{
+    (void)comm;
+    abort();
+}
 int ddl_stop_returned;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
