@@ -1022,48 +1022,6 @@ out:
     return st;
 }
 
-/* ck_waitall: the checkpoint thread's wait for reqs[0..n), as
- * ddl_tl_waitall but without the idle hook (the agent's notices and the
- * heartbeats stay with the caller's thread, see ddl_ckpt_wait), and it gives
- * up when the world is aborted or the checkpoint is dropped.  Between rounds
- * without progress it sleeps 50 us: the training's own collectives progress
- * the same worker meanwhile. */
-static ddl_status_t ck_waitall(ddl_ckpt_t *ck, void **reqs, int n)
-{
-    ddl_tl_t *tl = ck->comm->tl;
-    ddl_status_t result = DDL_OK;
-    int idle = 0;
-    for (;;) {
-        int left = 0;
-        for (int i = 0; i < n; i++) {
-            if (!reqs[i])
-                continue;
-            ddl_status_t st = tl->ops->test(tl, reqs[i], result == DDL_OK);
-            if (st == DDL_INPROGRESS) {
-                left++;
-                continue;
-            }
-            if (st != DDL_OK && result == DDL_OK)
-                result = st;
-            reqs[i] = NULL;
-        }
-        if (!left)
-            return result;
-        if (result == DDL_OK && (atomic_load(&ck->cancel) || ddl_is_aborted(ck->comm)))
-            result = ddl_fail(DDL_ERR_ABORTED, "the world was aborted during the transfer");
-        if (result != DDL_OK) {
-            ddl_tl_abandon(ck->comm, reqs, n);
-            return result;
-        }
-        if (tl->ops->progress(tl)) {
-            idle = 0;
-        } else if (++idle > 16) {
-            struct timespec ts = {0, 50000};
-            nanosleep(&ts, NULL);
-        }
-    }
-}
-
 /* partner_transfer: async mode's partner copies, in the background thread:
  * the buffers already copied in memory go to the partner (the index's
  * length, an index of names and sizes, then each buffer, with the three
@@ -1127,7 +1085,7 @@ static void partner_transfer(ddl_ckpt_t *ck)
                               ddl_tag(comm, seq2, ck->rank), &reqs[nreq++]);
     }
     if (st == DDL_OK)
-        st = ck_waitall(ck, reqs, nlen); /* the sends go on meanwhile */
+        st = ddl_tl_waitall_bg(comm, reqs, nlen, &ck->cancel); /* the sends go on meanwhile */
     int first_index = nreq;
     for (int r = 0; r < n && st == DDL_OK; r++) {
         if (partner[r] != ck->rank || ilen[r] <= 0)
@@ -1141,7 +1099,7 @@ static void partner_transfer(ddl_ckpt_t *ck)
                           &reqs[nreq++]);
     }
     if (st == DDL_OK)
-        st = ck_waitall(ck, reqs + first_index, nreq - first_index);
+        st = ddl_tl_waitall_bg(comm, reqs + first_index, nreq - first_index, &ck->cancel);
     int nin = 0;
     for (int r = 0; r < n; r++)
         nin += rindex[r] != NULL;
@@ -1211,7 +1169,7 @@ static void partner_transfer(ddl_ckpt_t *ck)
             st = ddl_fail(DDL_ERR_IO, "rank %d's partner index is damaged", r);
     }
     if (st == DDL_OK)
-        st = ck_waitall(ck, reqs, nreq);
+        st = ddl_tl_waitall_bg(comm, reqs, nreq, &ck->cancel);
     else
         ddl_tl_abandon(comm, reqs, nreq);
     if (st != DDL_OK)

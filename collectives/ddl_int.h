@@ -183,6 +183,13 @@ static inline ddl_status_t ddl_tl_irecv(ddl_comm_t *comm, void *buf, size_t len,
  * the transport's idle hook and yields the CPU. */
 ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n);
 
+/* ddl_tl_waitall_bg: the same for a thread of libddl's own beside the
+ * caller's (the checkpoint thread): it never calls the idle hook (the
+ * agent's connection belongs to the caller's thread), sleeps 50 us between
+ * rounds without progress instead of yielding, and also gives up with
+ * DDL_ERR_ABORTED once *cancel (if not NULL) is set. */
+ddl_status_t ddl_tl_waitall_bg(ddl_comm_t *comm, void **reqs, int n, atomic_int *cancel);
+
 /* ddl_tl_abandon: stop waiting for reqs[0..n) after a failure or abort:
  * cancel the receives, hand every request back to the transport (which
  * frees it when it completes) and set them to NULL.  Never blocks. */

@@ -6,11 +6,14 @@
  * The wait loop spins briefly and then yields the CPU, because training
  * jobs often run more ranks than cores while a rank waits for a slower
  * peer; while it yields it calls the transport's idle hook (heartbeats and
- * the agents' notices, registered by init.c).
+ * the agents' notices, registered by init.c).  A background thread of
+ * libddl's own (the checkpoint's) waits with ddl_tl_waitall_bg: no idle
+ * hook, short sleeps, and a flag that makes it give up.
  */
 #include "config.h"
 
 #include <sched.h>
+#include <time.h>
 
 #include "ddl_int.h"
 
@@ -22,6 +25,11 @@
  * still seen. */
 #define DDL_YIELD_BEFORE_SLEEP 1000
 #define DDL_EVENT_WAIT_MS 1
+/* A background thread's wait (ddl_tl_waitall_bg): rounds without progress
+ * before it sleeps, and how long: the caller's own collectives progress the
+ * same worker meanwhile. */
+#define DDL_BG_SPIN 16
+#define DDL_BG_SLEEP_NS 50000
 
 void ddl_tl_abandon(ddl_comm_t *comm, void **reqs, int n)
 {
@@ -34,7 +42,8 @@ void ddl_tl_abandon(ddl_comm_t *comm, void **reqs, int n)
     }
 }
 
-ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n)
+/* wait_loop: ddl_tl_waitall (bg 0) and ddl_tl_waitall_bg (bg 1). */
+static ddl_status_t wait_loop(ddl_comm_t *comm, void **reqs, int n, atomic_int *cancel, int bg)
 {
     ddl_tl_t *tl = comm->tl;
     ddl_status_t result = DDL_OK;
@@ -57,13 +66,18 @@ ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n)
             return result;
         if (result == DDL_OK && ddl_is_aborted(comm))
             result = ddl_comm_check_abort(comm);
+        if (result == DDL_OK && cancel && atomic_load(cancel))
+            result = ddl_fail(DDL_ERR_ABORTED, "the transfer was given up");
         if (result != DDL_OK) {
             ddl_tl_abandon(comm, reqs, n);
             return result;
         }
-        if (tl->ops->progress(tl))
+        if (tl->ops->progress(tl)) {
             idle = 0;
-        else if (++idle > DDL_SPIN_BEFORE_YIELD) {
+        } else if (bg && ++idle > DDL_BG_SPIN) {
+            struct timespec ts = {0, DDL_BG_SLEEP_NS};
+            nanosleep(&ts, NULL);
+        } else if (!bg && ++idle > DDL_SPIN_BEFORE_YIELD) {
             if (tl->idle)
                 tl->idle();
             if (idle <= DDL_SPIN_BEFORE_YIELD + DDL_YIELD_BEFORE_SLEEP || !tl->ops->wait_event ||
@@ -71,6 +85,16 @@ ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n)
                 sched_yield();
         }
     }
+}
+
+ddl_status_t ddl_tl_waitall(ddl_comm_t *comm, void **reqs, int n)
+{
+    return wait_loop(comm, reqs, n, NULL, 0);
+}
+
+ddl_status_t ddl_tl_waitall_bg(ddl_comm_t *comm, void **reqs, int n, atomic_int *cancel)
+{
+    return wait_loop(comm, reqs, n, cancel, 1);
 }
 
 ddl_status_t ddl_tl_sendrecv(ddl_comm_t *comm, uint32_t seq, int dst, const void *sbuf, size_t slen,

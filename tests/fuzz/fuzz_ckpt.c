@@ -62,6 +62,11 @@ void ddl_tl_abandon(ddl_comm_t *comm, void **reqs, int n)
     (void)comm, (void)reqs, (void)n;
     abort();
 }
+ddl_status_t ddl_tl_waitall_bg(ddl_comm_t *comm, void **reqs, int n, atomic_int *cancel)
+{
+    (void)comm, (void)reqs, (void)n, (void)cancel;
+    abort();
+}
 int ddl_is_aborted(ddl_comm_t *comm)
 {
     (void)comm;
