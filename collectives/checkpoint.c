@@ -2024,25 +2024,34 @@ ddl_status_t ddl_ckpt_begin(ddl_comm_t *comm, const char *dir, int64_t step, int
             snprintf(v.text, sizeof v.text, "%s", ddl_last_error());
         }
     }
-    if ((st = ddl_bcast(comm, &v, sizeof v, DDL_UINT8, 0)) != DDL_OK ||
-        (v.status != DDL_OK && (st = (ddl_status_t)v.status) != DDL_OK)) {
+    /* rank 0's verdict on the shared directory and, with the node-local
+     * level, each node's first rank's on its own: one collective, which is
+     * also the barrier before any rank writes */
+    int from = -1;
+    const char *why;
+    if (local) {
+        verdict_t *mine = v.status != DDL_OK ? &v : &lv;
+        if (mine == &lv && lv.status != DDL_OK) {
+            char t[ERR_TEXT];
+            textf(t, sizeof t, "rank %d: %s", comm->rank, lv.text);
+            memcpy(lv.text, t, sizeof t);
+        }
+        st = agree(comm, (ddl_status_t)mine->status, mine->text, &from);
+        why = mine->text;
+    } else {
+        if ((st = ddl_bcast(comm, &v, sizeof v, DDL_UINT8, 0)) == DDL_OK && v.status != DDL_OK) {
+            st = (ddl_status_t)v.status;
+            from = 0;
+        }
+        why = v.text;
+    }
+    if (st != DDL_OK) {
         if (dfd >= 0)
             close(dfd);
         if (ldfd >= 0)
             close(ldfd);
         local_count -= local ? 1 : 0;
-        return v.status != DDL_OK ? ddl_fail(st, "%s", v.text) : st;
-    }
-    if (local) { /* every node's directory is ready: also the barrier before the writes */
-        int from;
-        if ((st = agree(comm, (ddl_status_t)lv.status, lv.text, &from)) != DDL_OK) {
-            if (dfd >= 0)
-                close(dfd);
-            if (ldfd >= 0)
-                close(ldfd);
-            local_count--;
-            return from < 0 ? st : ddl_fail(st, "rank %d: %s", from, lv.text);
-        }
+        return from < 0 ? st : ddl_fail(st, "%s", why);
     }
 
     ddl_ckpt_t *ck = calloc(1, sizeof *ck);

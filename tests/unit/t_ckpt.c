@@ -403,6 +403,40 @@ static void test_links(void)
     ok(!exists(q), "nothing was made in the link's target");
 }
 
+/* test_local_begin: the node-local level's begin checks on one rank: a
+ * step not after the shared directory's latest (a checkpoint that also goes
+ * there) is refused naming that directory; one not after the node
+ * directory's latest names the rank and the node-local directory. */
+static void test_local_begin(const char *dir)
+{
+    char local[600];
+    ddl_ckpt_t *ck = NULL;
+    int64_t s = -1;
+    snprintf(local, sizeof local, "%s/local", dir);
+    setenv("DDL_CKPT_LOCAL_DIR", local, 1);
+    setenv("DDL_CKPT_SHARED_EVERY", "1", 1);
+    is(ddl_ckpt_begin(ddl_comm_world(), dir, 5, 0, DDL_CKPT_ASYNC, &ck), DDL_OK,
+       "node-local level: step 5 begins");
+    is(ddl_ckpt_write(ck, "x", "abc", 3), DDL_OK, "... its buffer copied");
+    is(ddl_ckpt_commit(ck), DDL_OK, "... committed in the background");
+    is(ddl_ckpt_wait(&s), DDL_OK, "... and waited for");
+    is(s, 5, "... it was step 5");
+    is(ddl_ckpt_begin(ddl_comm_world(), dir, 4, 0, DDL_CKPT_ASYNC, &ck), DDL_ERR_INVALID,
+       "step 4, also for the shared directory: refused");
+    ok(strncmp(ddl_last_error(), "checkpoint step 4 is not after the latest one (5) in ", 53) == 0 &&
+       strstr(ddl_last_error(), "node-local") == NULL, "... naming the shared directory: %s",
+       ddl_last_error());
+    setenv("DDL_CKPT_SHARED_EVERY", "0", 1);
+    is(ddl_ckpt_begin(ddl_comm_world(), dir, 4, 0, DDL_CKPT_ASYNC, &ck), DDL_ERR_INVALID,
+       "step 4, node-local only: refused");
+    ok(strncmp(ddl_last_error(), "rank 0: checkpoint step 4 is not after the latest one (5) "
+               "in the node-local directory ", 86) == 0,
+       "... naming the rank and the node-local directory: %s", ddl_last_error());
+    ok(ck == NULL, "... and gives no checkpoint");
+    unsetenv("DDL_CKPT_LOCAL_DIR");
+    unsetenv("DDL_CKPT_SHARED_EVERY");
+}
+
 static void test_async(const char *dir)
 {
     ddl_ckpt_t *ck;
@@ -476,6 +510,9 @@ int main(void)
     test_faults(dir);
     snprintf(dir, sizeof dir, "%s/async", root);
     test_links();
+    snprintf(dir, sizeof dir, "%s/levels", root);
+    test_local_begin(dir);
+    snprintf(dir, sizeof dir, "%s/async", root);
     test_async(dir);
 
     char cmd[600];
