@@ -1188,7 +1188,8 @@ static void *async_writer(void *arg)
     if (ck->local) {
         partner_transfer(ck);
         /* the committed steps beyond keep, which the caller no longer waits for */
-        if (ck->leader && ck->dirfd >= 0 && cleanup_at(ck->dirfd, ck->dir, ck->keep, CLEAN_OLD) != DDL_OK)
+        if (ck->leader && ck->dirfd >= 0 &&
+            cleanup_at(ck->dirfd, ck->dir, ck->keep, CLEAN_OLD) != DDL_OK)
             ddl_debug("node-local checkpoints in %s: %s", ck->dir, ddl_last_error());
     }
     shard_open(ck);
@@ -1431,9 +1432,7 @@ static void join_writer(ddl_ckpt_t *ck)
     if (!ck->thread_started)
         return;
     ddl_tl_t *tl = ck->comm->tl;
-    while (!atomic_load(&ck->done)) {
-        if (ddl_is_aborted(ck->comm))
-            atomic_store(&ck->cancel, 1);
+    while (!atomic_load(&ck->done)) { /* the transfer's wait sees the abort itself */
         if (tl && tl->idle)
             tl->idle();
         struct timespec ts = {0, 1000000};
@@ -2000,8 +1999,8 @@ ddl_status_t ddl_ckpt_begin(ddl_comm_t *comm, const char *dir, int64_t step, int
                       "latest one (%" PRId64 ") in the node-local directory %s: use a "
                       "larger step, or empty that directory (left by another job?)", step,
                       llatest, ldir);
-            } else if ((st = cleanup_at(ldfd, ldir, keep, (flags & DDL_CKPT_ASYNC) ? CLEAN_PARTIAL :
-                                                CLEAN_ALL)) != DDL_OK) {
+            } else if ((st = cleanup_at(ldfd, ldir, keep, (flags & DDL_CKPT_ASYNC) ?
+                                        CLEAN_PARTIAL : CLEAN_ALL)) != DDL_OK) {
                 lv.status = st;
                 snprintf(lv.text, sizeof lv.text, "%s", ddl_last_error());
             }

@@ -417,10 +417,7 @@ static int ucx_wait_event(ddl_tl_t *tl, int timeout_ms)
 
 int ddl_ucx_progress(void)
 {
-    LOCK();
-    int n = ucx.worker ? (int)ucp_worker_progress(ucx.worker) : 0;
-    UNLOCK();
-    return n;
+    return ucx.worker ? ucx_progress(NULL) : 0;
 }
 
 static const ddl_tl_ops_t ucx_ops = {
