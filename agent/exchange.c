@@ -164,11 +164,38 @@ int owns(agent_t *a, uint32_t node, uint32_t s)
     return a->owner[s] == node;
 }
 
+/* tell_generation: a worker that asked to join a generation already over
+ * (a warm restart that was still rejoining it) hears the current one, as
+ * the workers linked at its decision did: its libddl joins that instead. */
+static void tell_generation(agent_t *a, conn_t *c)
+{
+    char cause[96];
+    snprintf(cause, sizeof cause, "the step is in generation %u", a->gen);
+    ddl_msg_t m = {.type = DDL_MSG_GENERATION};
+    m.u.generation.gen = a->gen;
+    m.u.generation.action = DDL_GEN_RESTART;
+    m.u.generation.code = -1;
+    m.u.generation.cause = cause;
+    if (a->w.node_rank) {
+        m.u.generation.nnodes = a->opts->nnodes;
+        m.u.generation.node_rank = a->w.node_rank;
+    }
+    conn_queue(c, &m);
+}
+
 void handle_allgather(agent_t *a, conn_t *c, ddl_msg_t *m)
 {
     char why[160];
     typeof(m->u.allgather) *g = &m->u.allgather;
     c->lib = 1;
+    if (a->opts->supervise && (g->gen != a->gen || a->final)) {
+        snprintf(why, sizeof why, "generation %u is over (the step is %s generation %u)", g->gen,
+                 a->final ? "stopping in" : "in", a->gen);
+        conn_error(c, ESTALE, why);
+        if (g->gen < a->gen && !a->final)
+            tell_generation(a, c);
+        return;
+    }
     if (g->size != a->w.world) {
         snprintf(why, sizeof why, "world size %u does not match the step's %u", g->size,
                  a->w.world);
@@ -182,12 +209,6 @@ void handle_allgather(agent_t *a, conn_t *c, ddl_msg_t *m)
     }
     if (!a->leader && !a->up) {
         conn_error(c, ECONNRESET, "this node's agent lost its link to the leader agent");
-        return;
-    }
-    if (a->opts->supervise && (g->gen != a->gen || a->final)) {
-        snprintf(why, sizeof why, "generation %u is over (the step is %s generation %u)", g->gen,
-                 a->final ? "stopping in" : "in", a->gen);
-        conn_error(c, ESTALE, why);
         return;
     }
     if (a->ag_active && (g->seq != a->ag_seq || g->gen != a->ag_gen)) {

@@ -421,6 +421,10 @@ void ddl_agent_unlock(void);
  * ddl_finalize's teardown without the closing barrier, and ddl_init's
  * setup from the environment (ddl_rejoin). */
 void ddl_gen_notice(ddl_msg_t *m);
+/* ddl_warm_rejoining: 1 while ddl_rejoin() joins a new generation (its
+ * ddl_init): bootstrap then reads the decision that follows a cancelled
+ * exchange, which ddl_rejoin joins instead. */
+int ddl_warm_rejoining(void);
 /* ddl_fail_set_remap (status.c): from then on ddl_fail() returns
  * remap(st); warm.c's, once opted in: DDL_RESTART where a rank sees a
  * peer's failure or the end of its generation. */

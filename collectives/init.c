@@ -59,6 +59,26 @@ static ddl_status_t read_env(void)
     return DDL_OK;
 }
 
+/* next_decision: a rejoining rank's exchange was cancelled or refused
+ * because its generation is over: the agents' decision follows on the same
+ * connection (exchange.c); it is kept for ddl_rejoin, which joins it. */
+static void next_decision(void)
+{
+    int64_t deadline = ddl_now_ms() + 2000;
+    ddl_msg_t m;
+    ddl_error_t err;
+    for (int left; (left = (int)(deadline - ddl_now_ms())) > 0;) {
+        if (ddl_proto_recv(ddl_ctx.agent_fd, &m, left, &err) < 0)
+            return;
+        int gen = !ddl_stop_notice(&m) && m.type == DDL_MSG_GENERATION;
+        if (gen && m.u.generation.action != DDL_GEN_FINISH)
+            ddl_gen_notice(&m);
+        ddl_msg_clear(&m);
+        if (gen)
+            return;
+    }
+}
+
 /* bootstrap: send our UCX address to the agent and receive everyone's. */
 static ddl_status_t bootstrap(const void *addr, size_t addr_len)
 {
@@ -106,7 +126,10 @@ static ddl_status_t bootstrap(const void *addr, size_t addr_len)
     if (res.type == DDL_MSG_ERROR) {
         st = ddl_fail(DDL_ERR_BOOTSTRAP, "rank %d: the agent refused the exchange: %s",
                       ddl_ctx.rank, res.u.error.text);
+        int over = res.u.error.code == ECANCELED || res.u.error.code == ESTALE;
         ddl_msg_clear(&res);
+        if (over && ddl_warm_rejoining())
+            next_decision();
         return st;
     }
     if (res.type != DDL_MSG_ALLGATHER_RESULT ||

@@ -47,6 +47,11 @@ int ddl_restart_pending(void)
     return atomic_load(&warm.pending) != 0;
 }
 
+int ddl_warm_rejoining(void)
+{
+    return warm.rejoining;
+}
+
 static ddl_status_t warm_status(ddl_status_t st)
 {
     if ((st != DDL_ERR_ABORTED && st != DDL_ERR_PEER && st != DDL_ERR_TRANSPORT &&
@@ -72,7 +77,11 @@ void ddl_gen_notice(ddl_msg_t *m)
     snprintf(why, sizeof why, "the agents ended generation %u: %s", ddl_ctx.gen,
              g->cause ? g->cause : "a failure elsewhere");
     ddl_debug("rank %d: %s", ddl_ctx.rank, why);
-    if (warm.enabled && g->action == DDL_GEN_RESTART && !atomic_load(&warm.pending)) {
+    /* a newer decision replaces one not yet joined: a rank that was still
+     * rejoining when another rank's failure ended that generation too
+     * follows the agents to the newest one */
+    if (warm.enabled && g->action == DDL_GEN_RESTART &&
+        (!atomic_load(&warm.pending) || g->gen > warm.gen)) {
         free(warm.node_rank);
         warm.gen = g->gen;
         warm.nnodes = g->node_rank ? g->nnodes : 0;
@@ -254,15 +263,22 @@ ddl_status_t ddl_rejoin(ddl_comm_t **world)
     ddl_agent_lock();
     ddl_status_t st = wait_decision(timeout_s);
     ddl_agent_unlock();
-    if (st == DDL_OK) {
-        ddl_engine_stop();
-        ddl_world_release(); /* the world is aborted: no flush, no fence */
+    ddl_engine_stop();
+    ddl_world_release(); /* the world is aborted: no flush, no fence */
+    /* a failure elsewhere can end the new generation before it formed: its
+     * exchange is cancelled and the agents' next decision follows (in
+     * bootstrap); the rank joins that one instead of withdrawing, which would
+     * end that generation too and spend one more restart */
+    while (st == DDL_OK) {
+        uint32_t tried = warm.gen;
         st = new_place();
         if (st == DDL_OK)
             st = ddl_init();
-    } else {
-        ddl_engine_stop();
-        ddl_world_release();
+        if (st == DDL_OK || !atomic_load(&warm.pending) || warm.gen <= tried)
+            break; /* each newer generation is a restart the agents allowed */
+        ddl_warn("rank %d: generation %u ended before it formed (%s): joining generation %u",
+                 old_rank, tried, ddl_last_error(), warm.gen);
+        st = DDL_OK;
     }
     atomic_store(&warm.pending, 0);
     free(warm.node_rank);

@@ -200,8 +200,11 @@ ddl_status_t ddl_should_stop(int64_t step);
  * one's place), reloads its last committed checkpoint (from memory if it
  * kept one, from disk otherwise) and goes on from that step.
  *
- * If anything fails on the warm path (the new generation's exchange times
- * out, a second failure, a peer of another version) the rank withdraws:
+ * A failure elsewhere that ends the new generation before it formed (a
+ * peer that withdrew, below) is followed: the rank joins the agents' next
+ * generation instead, within the same call.  If anything else fails on the
+ * warm path (the new generation's exchange times out, a peer of another
+ * version) the rank withdraws:
  * ddl_rejoin() returns the error and the program must exit (non-zero); its
  * supervisor then restarts it cold, as without the opt-in.  A worker is
  * never kept on a new generation unless its libddl rejoins it.
@@ -225,8 +228,9 @@ int ddl_restart_pending(void);
  * the old world (UCX endpoints, the node's NCCL communicator, every
  * communicator split from the world, memory registrations, requests in
  * flight: all invalid afterwards), waits for the agents' decision if it has
- * not come yet, then redoes ddl_init()'s exchange with the new membership.
- * On DDL_OK, *world (if not NULL) is the new world communicator (also
+ * not come yet, then redoes ddl_init()'s exchange with the new membership
+ * (again with a newer generation's, if the agents end that one before it
+ * formed: each such generation is a restart they decided).  On DDL_OK, *world (if not NULL) is the new world communicator (also
  * ddl_comm_world()), and ddl_rank(), ddl_size(), ddl_node_id() and
  * ddl_num_nodes() give the new place; RANK, WORLD_SIZE, DDL_RANK and the
  * like in the environment are updated.  The program then reloads its last

@@ -17,7 +17,9 @@
  *  3. as the leader of a 3-node step, it checks that the agent connecting
  *     to it never sends the secret, that a leader without the secret is not
  *     believed, and that an authenticated leader's impossible world map or
- *     a MASTER_ADDR with a newline neither crashes the agent nor is used.
+ *     a MASTER_ADDR with a newline neither crashes the agent nor is used;
+ *  4. as that leader, it moves the step to generation 1; a worker asking
+ *     to join generation 0 is refused and told generation 1 and its map.
  */
 #include "config.h"
 
@@ -809,6 +811,71 @@ static void follower_scenarios(void)
     ok(!gone || !WIFSIGNALED(st), "the agent never crashed (%s)",
        gone ? "it stopped after losing its leader" : "still running");
     close(fd);
+    stop_agent(&ag);
+
+    /* 3: a worker late for a generation already over (a warm restart still
+     * rejoining it) hears the current one after the refusal.  A new
+     * address: the agent of 2 may have queued a connection on the old one */
+    close(lfd);
+    lfd = ddl_tcp_listen("127.0.0.1", &port, &err);
+    snprintf(addr, sizeof addr, "127.0.0.1:%u", port);
+    if (lfd < 0 || start_agent(&ag, "follower3", extra, -1, 0, 0) < 0) {
+        ok(0, "start the agent of node 1 a third time");
+        if (lfd >= 0)
+            close(lfd);
+        return;
+    }
+    fd = accept_auth(lfd, &m, NULL, NULL);
+    authed = fd >= 0 && m.type == DDL_MSG_PEER_AUTH;
+    if (authed) {
+        w = (ddl_msg_t){.type = DDL_MSG_PEER_WELCOME};
+        ddl_auth_nonce(w.u.peer_welcome.nonce, NULL);
+        ddl_auth_welcome_mac(secret, sizeof secret, step, 0, 1, m.u.peer_auth.nonce,
+                             w.u.peer_welcome.nonce, w.u.peer_welcome.mac);
+        ddl_auth_link_init(&link, secret, sizeof secret, m.u.peer_auth.nonce,
+                           w.u.peer_welcome.nonce, 0);
+        send_frame(fd, NULL, &w);
+        ddl_msg_clear(&m);
+        uint32_t moved[3] = {DDL_NODE_IDLE, 0, 1}; /* node 0 lost, the spare node 2 in */
+        m = (ddl_msg_t){.type = DDL_MSG_GENERATION};
+        m.u.generation.gen = 1;
+        m.u.generation.action = DDL_GEN_RESTART;
+        m.u.generation.code = -1;
+        m.u.generation.cause = "node 0 lost (test)";
+        m.u.generation.nnodes = 3;
+        m.u.generation.node_rank = moved;
+        send_frame(fd, &link.tx, &m);
+    }
+    for (int i = 0; i < 100 && !log_has(&ag, "node 0 lost (test)"); i++)
+        usleep(20000);
+    ok(authed && log_has(&ag, "node 0 lost (test)"), "node 1's agent takes generation 1 from "
+       "the leader");
+    int wfd = ddl_sock_connect(ag.sock, 2000, &err), refused = 0, told = 0;
+    if (wfd >= 0) {
+        uint8_t card = 0;
+        m = (ddl_msg_t){.type = DDL_MSG_ALLGATHER};
+        m.u.allgather.gen = 0;
+        m.u.allgather.rank = 1;
+        m.u.allgather.size = 2;
+        m.u.allgather.len = 1;
+        m.u.allgather.data = &card;
+        if (ddl_proto_send(wfd, &m) == 0 && ddl_proto_recv(wfd, &m, 3000, &err) == 0) {
+            refused = m.type == DDL_MSG_ERROR && m.u.error.code == ESTALE;
+            ddl_msg_clear(&m);
+            if (ddl_proto_recv(wfd, &m, 3000, &err) == 0) {
+                told = m.type == DDL_MSG_GENERATION && m.u.generation.gen == 1 &&
+                       m.u.generation.action == DDL_GEN_RESTART && m.u.generation.nnodes == 3 &&
+                       m.u.generation.node_rank && m.u.generation.node_rank[0] == DDL_NODE_IDLE &&
+                       m.u.generation.node_rank[1] == 0 && m.u.generation.node_rank[2] == 1;
+                ddl_msg_clear(&m);
+            }
+        }
+        close(wfd);
+    }
+    ok(refused, "a worker's exchange for generation 0 is refused (ESTALE)");
+    ok(told, "... and it is told generation 1, with its world map");
+    if (fd >= 0)
+        close(fd);
     stop_agent(&ag);
     close(lfd);
 }

@@ -16,6 +16,9 @@
 #     the others' exchange waits (DDL_BOOTSTRAP_TIMEOUT=3, a wrapper that
 #     sleeps 6 s in generation 1): the kept workers' ddl_rejoin fails,
 #     they withdraw and exit, and the next generation is cold; same weights;
+#  4. the warm path failing for one kept rank only (its exchange waits 3 s,
+#     the others' 30 s): the others, still rejoining the generation its exit
+#     ended, join the next one warm; no third restart; same weights;
 #
 # and after each, nothing of the step left running.  Timings: bench/run-restart.sh.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
@@ -112,4 +115,38 @@ t_like "$T_TMP/fail.out" "^fmnist-train: resuming from checkpoint step [0-9]+ .*
     "... and generation 2 started them cold"
 t_is "$(warm_lines fail 2)" 0 "... no rank resumed warm into generation 2"
 clean fail
+
+# --- 4. a rank still rejoining when the warm path fails elsewhere ----------------------
+# Rank 0's exchange gives up after 3 s, ranks 1 and 3's wait 30 s: rank 0
+# withdraws and exits, which ends generation 1 before it formed.  Ranks 1
+# and 3, still rejoining it, join generation 2 warm instead of withdrawing
+# too (which would end generation 2 and spend a third restart: exit 90
+# with --restarts 2).
+cat >"$T_TMP/stagger.sh" <<'SH'
+#!/bin/sh
+case "${DDL_GENERATION:-0}:${DDL_RANK:-}" in
+0:0) export DDL_BOOTSTRAP_TIMEOUT=3 ;;
+0:*) export DDL_BOOTSTRAP_TIMEOUT=30 ;;
+1:*) sleep 6 ;;
+esac
+exec "$@"
+SH
+chmod +x "$T_TMP/stagger.sh"
+PROG="$T_TMP/stagger.sh $FMNIST"
+train stagger
+t_wait_file "$ck/latest" 120
+p=$(victim 2)
+t_ok $([ -n "$p" ]; echo $?) "stagger: rank 2's worker after the first checkpoint: pid ${p:-?}"
+[ -n "$p" ] && kill -KILL "$p"
+wait $run
+t_is $? 0 "... the step finishes within --restarts 2 (exit 0)"
+t_is "$(crc stagger)" "$want" "... with the weights of the baseline, bit for bit"
+t_like "$T_TMP/stagger.err" "ddl_rejoin failed: .*rank 0 .generation 0. cannot join" \
+    "... rank 0's rejoin timed out and it withdrew"
+t_is "$(grep -c "generation 1 ended before it formed .*: joining generation 2" \
+    "$T_TMP/stagger.err")" 2 "... ranks 1 and 3 joined generation 2 instead"
+t_is "$(grep -c "^rank [13]: warm restart 1: .* in memory$" "$T_TMP/stagger.out")" 2 \
+    "... and resumed warm into it, from memory"
+t_is "$(grep -c "restart 3" "$T_TMP/stagger.out")" 0 "... no third restart"
+clean stagger
 t_done
