@@ -232,6 +232,17 @@ tests_unit_t_detector_SOURCES = tests/unit/t_detector.c agent/detector.c agent/d
 tests_unit_t_detector_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/agent
 tests_unit_t_detector_LDADD = -lm
 
+# When the leader counts a silent link between agents as lost (agent/links.c
+# check_silence) on real sockets: the learned allowance, bytes waiting
+# unread, the node timeout, DDL_DETECTOR.  The rest of the agent is stubbed.
+check_PROGRAMS += tests/unit/t_links
+TESTS += tests/unit/t_links
+tests_unit_t_links_SOURCES = tests/unit/t_links.c agent/links.c agent/detector.c agent/auth.c \
+                             agent/policy.c agent/agent_int.h tests/tap.h
+tests_unit_t_links_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/agent
+tests_unit_t_links_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS)
+tests_unit_t_links_LDADD = common/libddlcommon.la $(CRYPTO_LIBS) -lm
+
 # The leader agent's straggler detector (agent/straggler.c) on simulated
 # synchronous steps: named within 20 steps, recovered, no false report.
 check_PROGRAMS += tests/unit/t_straggler
