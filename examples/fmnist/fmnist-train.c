@@ -249,7 +249,8 @@ static void usage(FILE *f)
             "  --warm-restart   after a failure elsewhere, stay running: rejoin the new\n"
             "                   generation and go on from the last committed checkpoint,\n"
             "                   kept in memory (ddl_warm_enable; CPU, --comm full,\n"
-            "                   --overlap 0, synchronous checkpoints)\n"
+            "                   --overlap 0; an async checkpoint not yet committed is\n"
+            "                   dropped, and the one before read from disk)\n"
             "  --device cpu|cuda\n"
             "                   where to train: the CPU with OpenBLAS (default), or\n"
             "                   this rank's GPU with cuBLAS (exit 77 if there is none)\n"
@@ -472,9 +473,9 @@ static void parse_options(int argc, char **argv, options_t *o)
                     o->overlap))
         die(2, "--device cuda trains only the default model, with --hidden %d --comm full "
             "--overlap 0", N_HID);
-    if (o->warm && (o->cuda || o->comm != COMM_FULL || o->overlap || o->ckpt_async))
-        die(2, "--warm-restart: only on the CPU with --comm full --overlap 0 and synchronous "
-            "checkpoints (drop --device cuda, --comm, --overlap 1 or --checkpoint-async)");
+    if (o->warm && (o->cuda || o->comm != COMM_FULL || o->overlap))
+        die(2, "--warm-restart: only on the CPU with --comm full --overlap 0 (drop --device "
+            "cuda, --comm or --overlap 1)");
 #ifndef FMNIST_CUDA
     if (o->cuda)
         die(EXIT_NO_GPU, "--device cuda: this program is built without CUDA: run "
@@ -1335,7 +1336,10 @@ resume:
                                                    params, velocity, stats,
                                                    xc.gx ? modes : NULL, net.nl);
                 saved = 1;
-                if (warm && cst == DDL_OK) { /* committed: kept for a warm restart */
+                /* kept for a warm restart: used only if it is the step every rank
+                 * committed (an async one may be dropped in an abort: the one before
+                 * is then read from disk) */
+                if (warm && cst == DDL_OK) {
                     memcpy(mem_params, params, N_PARAMS * sizeof *params);
                     memcpy(mem_velocity, velocity, N_PARAMS * sizeof *velocity);
                     memcpy(mem_stats, stats, sizeof stats);

@@ -19,6 +19,8 @@
 #  4. the warm path failing for one kept rank only (its exchange waits 3 s,
 #     the others' 30 s): the others, still rejoining the generation its exit
 #     ended, join the next one warm; no third restart; same weights;
+#  5. --checkpoint-async: the checkpoint pending at the kill is dropped by
+#     the kept ranks (never committed); same weights;
 #
 # and after each, nothing of the step left running.  Timings: bench/run-restart.sh.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
@@ -149,4 +151,25 @@ t_is "$(grep -c "^rank [13]: warm restart 1: .* in memory$" "$T_TMP/stagger.out"
     "... and resumed warm into it, from memory"
 t_is "$(grep -c "restart 3" "$T_TMP/stagger.out")" 0 "... no third restart"
 clean stagger
+
+# --- 5. an async checkpoint pending at the failure ------------------------------------
+# With --checkpoint-async the checkpoint of the step before the kill is still
+# pending (it is agreed at the next begin): the kept ranks' libddl drops it
+# at ddl_rejoin (debug line), and every rank resumes from the one before.
+PROG="$FMNIST --checkpoint-async"
+export DDL_LOG_LEVEL=debug
+train async
+unset DDL_LOG_LEVEL
+t_wait_file "$ck/latest" 120
+p=$(victim 2)
+t_ok $([ -n "$p" ]; echo $?) "async: rank 2's worker after the first checkpoint: pid ${p:-?}"
+[ -n "$p" ] && kill -KILL "$p"
+wait $run
+t_is $? 0 "... the step finishes (exit 0)"
+t_is "$(crc async)" "$want" "... with the weights of the baseline, bit for bit"
+t_like "$T_TMP/async.err" "async checkpoint step [0-9]+ dropped uncommitted" \
+    "... a kept rank dropped its pending checkpoint at the rejoin"
+t_is "$(grep -c "^rank [013]: warm restart 1: " "$T_TMP/async.out")" 3 \
+    "... ranks 0, 1 and 3 resumed warm"
+clean async
 t_done
