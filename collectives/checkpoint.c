@@ -155,6 +155,42 @@ static void *pool_take(size_t bytes, size_t *cap)
     return malloc(*cap);
 }
 
+/* The shard of this rank that the last ddl_ckpt_restore() checked in full
+ * on the node-local level (its own copy, or the partner's it received),
+ * kept so that ddl_ckpt_read() copies its buffers from memory instead of
+ * reading and checking the file again.  Released once every buffer was
+ * read, and at the next ddl_ckpt_begin() or ddl_ckpt_restore() and when
+ * the world is released.  ddl_ckpt_read() is thread-safe: held_mu. */
+static struct {
+    char dir[PATH_MAX];
+    int64_t step;
+    int rank;
+    unsigned char *img; /* big_alloc()'d, len bytes */
+    size_t len;
+    uint32_t nrec, nread;
+    uint8_t *seen; /* per record: read once */
+} held;
+static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void big_free(void *p, size_t len);
+
+static void held_release_locked(void)
+{
+    big_free(held.img, held.len);
+    free(held.seen);
+    held.img = NULL;
+    held.seen = NULL;
+    held.len = 0;
+    held.nrec = held.nread = 0;
+}
+
+static void held_release(void)
+{
+    pthread_mutex_lock(&held_mu);
+    held_release_locked();
+    pthread_mutex_unlock(&held_mu);
+}
+
 static void pool_clear(void)
 {
     for (size_t i = 0; i < npool; i++)
@@ -1459,6 +1495,7 @@ ddl_status_t ddl_ckpt_wait(int64_t *step)
 void ddl_ckpt_drop_pending(void)
 {
     ddl_ckpt_t *ck = pending;
+    held_release();
     if (!ck)
         return;
     pending = NULL;
@@ -1650,6 +1687,7 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
         return ddl_fail(DDL_ERR_INVALID, "ddl_ckpt_restore: communicator or directory is NULL "
                         "or empty");
     const double t_start = mono_ms();
+    held_release();
     int local = local_dir_resolve(ldir, sizeof ldir);
     if (local < 0)
         return DDL_ERR_INVALID;
@@ -1746,8 +1784,8 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
     void **reqs = calloc(2 * (size_t)n + 2, sizeof *reqs), **imgs = calloc((size_t)n,
                                                                            sizeof *imgs);
     char *mtext = NULL, *rtext = NULL, path[PATH_MAX + 64];
-    void *rimg = NULL;
-    size_t mlen = 0, rimg_len = 0;
+    void *rimg = NULL, *mimg = NULL; /* the partner's copy received; this rank's own */
+    size_t mlen = 0, rimg_len = 0, mimg_len = 0;
     int nreq = 0, lvl = DDL_CKPT_LEVEL_NONE;
     manifest_t lm = {0};
     int have_lm = 0;
@@ -1764,7 +1802,8 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
             int owner_here = i < n && node_of_rank(comm, i) == mynode;
             int64_t got = 0;
             if (i == me) {
-                got = load_shard(ldir, sl, i, &lm, NULL, why, sizeof why);
+                got = load_shard(ldir, sl, i, &lm, &mimg, why, sizeof why);
+                mimg_len = got > 0 ? (size_t)got : 0;
             } else if (!owner_here && i % nl == pl) { /* a partner copy: its size */
                 struct stat sb;
                 char sp[PATH_MAX + 64];
@@ -1911,6 +1950,21 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
     snprintf(from, fromlen, "%s", lvl == DDL_CKPT_LEVEL_SHARED ? dir : ldir);
     if (level)
         *level = lvl;
+    if (lvl == DDL_CKPT_LEVEL_LOCAL || lvl == DDL_CKPT_LEVEL_PARTNER) {
+        /* checked in full: ddl_ckpt_read() copies from it (kept above) */
+        pthread_mutex_lock(&held_mu);
+        snprintf(held.dir, sizeof held.dir, "%s", ldir);
+        held.step = sl;
+        held.rank = me;
+        if (lvl == DDL_CKPT_LEVEL_LOCAL) {
+            held.img = mimg, held.len = mimg_len;
+            mimg = NULL;
+        } else {
+            held.img = rimg, held.len = rimg_len;
+            rimg = NULL;
+        }
+        pthread_mutex_unlock(&held_mu);
+    }
     {
         int32_t l32 = lvl, *lv = malloc(sizeof l32 * (size_t)n);
         if (lv && ddl_allgather(comm, &l32, lv, 1, DDL_INT32) == DDL_OK && me == 0) {
@@ -1936,6 +1990,7 @@ out:
     free(imgs), free(reqs), free(src), free(have), free(mine);
     free(mtext), free(rtext);
     big_free(rimg, rimg_len);
+    big_free(mimg, mimg_len);
     return st;
 }
 
@@ -1952,6 +2007,7 @@ ddl_status_t ddl_ckpt_begin(ddl_comm_t *comm, const char *dir, int64_t step, int
     if (!ckp)
         return ddl_fail(DDL_ERR_INVALID, "ddl_ckpt_begin: ck is NULL");
     *ckp = NULL;
+    held_release(); /* the restore's shard: training has moved on */
     if (!ddl_ctx.initialized)
         return ddl_fail(DDL_ERR_NOT_INITIALIZED, "call ddl_init() before ddl_ckpt_begin()");
     if (!comm || !dir || !*dir)
@@ -2218,6 +2274,76 @@ ddl_status_t ddl_ckpt_latest(const char *dir, int64_t *step)
     return DDL_OK;
 }
 
+/* image_find: the record called name in a shard image that check_image()
+ * accepted: its index, data offset and length; *nrec the image's records.
+ * 0, or -1 if there is no such record. */
+static int image_find(const unsigned char *b, uint64_t size, const char *name, uint32_t *idx,
+                      uint64_t *off, uint64_t *len, uint32_t *nrec)
+{
+    uint64_t at = HDR_BYTES;
+    int found = -1;
+    size_t want = strlen(name);
+    *nrec = 0;
+    while (at + TRAIL_BYTES < size) {
+        uint32_t nlen = get32(b + at);
+        uint64_t dlen = get64(b + at + 8);
+        if (found < 0 && nlen == want && !memcmp(b + at + REC_BYTES, name, want)) {
+            *idx = *nrec;
+            *off = at + REC_BYTES + nlen;
+            *len = dlen;
+            found = 0;
+        }
+        at += REC_BYTES + nlen + dlen;
+        (*nrec)++;
+    }
+    return found;
+}
+
+/* held_read: ddl_ckpt_read from the shard the last restore kept, if it is
+ * this one: DDL_OK or an error as ddl_ckpt_read's, or DDL_INPROGRESS when
+ * the file must be read. */
+static ddl_status_t held_read(const char *dir, int64_t step, int rank, const char *name,
+                              void *buf, size_t bytes, size_t *got)
+{
+    ddl_status_t st = DDL_INPROGRESS;
+    uint32_t idx, nrec;
+    uint64_t off, len;
+    pthread_mutex_lock(&held_mu);
+    if (!held.img || held.step != step || held.rank != rank || strcmp(held.dir, dir) != 0)
+        goto out;
+    if (image_find(held.img, held.len, name, &idx, &off, &len, &nrec) < 0) {
+        st = ddl_fail(DDL_ERR_INVALID, "rank %d's shard of checkpoint step %" PRId64 " has no "
+                      "buffer named '%s'", rank, step, name);
+        goto out;
+    }
+    if (got)
+        *got = (size_t)len;
+    if (!buf && !bytes && got) {
+        st = DDL_OK;
+        goto out;
+    }
+    if (got ? bytes < len : bytes != len) {
+        st = ddl_fail(DDL_ERR_INVALID, "checkpoint buffer '%s' (rank %d, step %" PRId64 ") has "
+                      "%" PRIu64 " bytes, the destination %zu: pass a buffer of that size", name,
+                      rank, step, len, bytes);
+        goto out;
+    }
+    memcpy(buf, held.img + off, (size_t)len);
+    st = DDL_OK;
+    if (!held.seen && !(held.seen = calloc(nrec ? nrec : 1, 1)))
+        goto out; /* kept until the next begin: no harm */
+    held.nrec = nrec;
+    if (!held.seen[idx]) {
+        held.seen[idx] = 1;
+        held.nread++;
+    }
+    if (held.nread == held.nrec)
+        held_release_locked(); /* every buffer read: the program holds them now */
+out:
+    pthread_mutex_unlock(&held_mu);
+    return st;
+}
+
 ddl_status_t ddl_ckpt_read(const char *dir, int64_t step, int rank, const char *name, void *buf,
                            size_t bytes, size_t *got)
 {
@@ -2233,6 +2359,8 @@ ddl_status_t ddl_ckpt_read(const char *dir, int64_t step, int rank, const char *
         return ddl_fail(DDL_ERR_INVALID, "ddl_ckpt_read: NULL or empty argument, or rank < 0");
     if (step < 0)
         return ddl_fail(DDL_ERR_INVALID, "checkpoint step %" PRId64 " is negative", step);
+    if ((st = held_read(dir, step, rank, name, buf, bytes, got)) != DDL_INPROGRESS)
+        return st;
     if ((st = read_manifest(dir, step, &m)) != DDL_OK)
         return st;
     if (rank >= m.world) {

@@ -576,7 +576,8 @@ double ddl_model_allgather_us(const ddl_comm_t *comm, size_t bytes_per_rank);
 ddl_status_t ddl_ckpt_finish_pending(void);
 /* ddl_ckpt_drop_pending: the world is released (a warm restart, a failed
  * init): stop the pending async checkpoint's partner transfer, wait for its
- * thread and free it without committing (its step never becomes latest).
+ * thread and free it without committing (its step never becomes latest);
+ * also the shard the last ddl_ckpt_restore() kept for ddl_ckpt_read().
  * Called before the transport closes; nothing if none is pending. */
 void ddl_ckpt_drop_pending(void);
 

@@ -816,7 +816,8 @@ ddl_status_t ddl_ckpt_latest(const char *dir, int64_t *step);
  * got == NULL it must equal the stored size, otherwise it must be at least
  * that and *got receives the stored size (buf NULL and bytes 0: only *got
  * is set).  The manifest, the shard's size and CRC-32C, and the buffer's
- * own CRC-32C are checked.
+ * own CRC-32C are checked; a shard that ddl_ckpt_restore() just checked
+ * and holds in memory is copied from there (see it).
  * Returns DDL_OK; DDL_ERR_INVALID (NULL arguments, no such committed step,
  * rank or name, or a size mismatch, with the sizes); DDL_ERR_IO (a file
  * cannot be read, is truncated or fails its checksum, with the path). */
@@ -877,6 +878,11 @@ ddl_status_t ddl_ckpt_read(const char *dir, int64_t step, int rank, const char *
  * (fromlen bytes, PATH_MAX is enough; owned by the caller) the directory to
  * pass to ddl_ckpt_read() for this rank, and *level (may be NULL) one of
  * DDL_CKPT_LEVEL_*; rank 0 logs how many shards came from each level.
+ * A shard restored from the node-local level (its own node's copy or a
+ * partner's) stays in memory, already checked: the ddl_ckpt_read() calls
+ * for it copy from there instead of reading and checking the file again,
+ * and the memory is released once each of its buffers was read (or at the
+ * next ddl_ckpt_begin(), ddl_ckpt_restore() or ddl_finalize()).
  * Returns DDL_OK; DDL_ERR_INVALID (NULL arguments, a bad
  * DDL_CKPT_LOCAL_DIR, or more ranks than the node-local checkpoint has
  * shards while dir holds none);

@@ -38,7 +38,12 @@
  *                                the next checkpoint, whose partners never
  *                                commit and abort instead, fails on
  *                                ddl_ckpt_wait() (no hang) and the first
- *                                stays latest
+ *                                stays latest; between the two, node 1's
+ *                                own shards removed, a restore (node 0's
+ *                                from their node, node 1's from the partner
+ *                                copies) whose ddl_ckpt_read() copies from
+ *                                memory, the files removed, until every
+ *                                buffer was read
  *
  * Prints "PASS"/"FAIL" lines and exits non-zero on any failure (2: usage).
  */
@@ -416,6 +421,36 @@ static void partner_mode(const char *dir)
     st = ddl_ckpt_read(mine, 1, peer, "model", r, n, NULL);
     expect(st, DDL_OK, "the partner's copy is in this node's directory");
     check(st == DDL_OK && !memcmp(b, r, n), "... with the partner's bytes");
+    /* a restore after node 1 lost its own shards: node 0's ranks find
+     * theirs, node 1's get the partner copies; each rank's shard was checked
+     * in full and ddl_ckpt_read() copies it from memory (the file is removed
+     * before the read), until every buffer was read once */
+    char own[PATH_MAX + 64], from[PATH_MAX];
+    int64_t rs = -1;
+    int lvl = -1;
+    snprintf(own, sizeof own, "%s/step-00000001/rank-%d.shard", mine, rank);
+    if (rank >= half)
+        check(unlink(own) == 0, "node 1: its own shard file of step 1 removed");
+    ddl_barrier(ddl_comm_world());
+    expect(ddl_ckpt_restore(ddl_comm_world(), dir, &rs, from, sizeof from, &lvl), DDL_OK,
+           "step 1 restored");
+    check(rs == 1 && lvl == (rank < half ? DDL_CKPT_LEVEL_LOCAL : DDL_CKPT_LEVEL_PARTNER),
+          rank < half ? "... from this node's directory" : "... from the partner copy");
+    check(unlink(own) == 0, "... its shard file removed after the restore");
+    size_t sz = 0;
+    expect(ddl_ckpt_read(from, 1, rank, "model", NULL, 0, &sz), DDL_OK, "the size, from memory");
+    check(sz == n, "... of the whole buffer");
+    expect(ddl_ckpt_read(from, 1, rank, "nosuch", r, n, NULL), DDL_ERR_INVALID,
+           "a name the shard does not hold");
+    expect(ddl_ckpt_read(from, 1, rank, "model", r, n - 1, NULL), DDL_ERR_INVALID,
+           "a destination of the wrong size");
+    memset(r, 0, n);
+    fill(b, n, 1, rank);
+    expect(ddl_ckpt_read(from, 1, rank, "model", r, n, NULL), DDL_OK,
+           "the buffer, from memory (its file is gone)");
+    check(!memcmp(b, r, n), "... with this rank's bytes");
+    expect(ddl_ckpt_read(from, 1, rank, "model", r, n, NULL), DDL_ERR_IO,
+           "read again: every buffer was read, the memory is released, the file is gone");
     /* step 2: node 1 never commits, every rank aborts the world */
     fill(b, n, 2, rank);
     st = ddl_ckpt_begin(ddl_comm_world(), dir, 2, 2, DDL_CKPT_ASYNC, &ck);
