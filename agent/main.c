@@ -217,8 +217,13 @@ static int cmd_serve(int argc, char **argv)
             gethostname(host, sizeof host - 1);
         if (ddl_log_open_step(log_dir, a.step, host, &err) < 0)
             ddl_warn("step %s: no log file: %s", a.step, err.text);
+        else if (ddl_log_step_async() < 0) /* a hung file system never stops the beats */
+            ddl_warn("step %s: the log file is written from the agent's loop: %m", a.step);
     }
     rc = ddl_agent_serve(&o);
+    if (ddl_log_flush(2000) < 0)
+        ddl_warn("step %s: the last lines of its log file were not written within 2 s",
+                 a.step);
     free(local);
     return rc;
 }

@@ -47,6 +47,24 @@ int ddl_log_parse_level(const char *text);
  * other threads log. */
 int ddl_log_open_step(const char *dir, const char *step, const char *host, ddl_error_t *err);
 
+/* ddl_log_step_async: from now on the step log's lines (above) are written
+ * by a thread of their own, so that a slow or hung file system under
+ * log_dir never holds up the caller (the agent's loop, whose beats keep
+ * its node alive); stderr stays as it is.  Lines that find the buffer
+ * (256 KiB) full are counted and a line in the file says how many.  Call
+ * after ddl_log_open_step, in a process that does not fork afterwards.
+ * 0 (also when there is no step log), or -1 with errno (no memory or no
+ * thread: the writes stay in the callers). */
+int ddl_log_step_async(void);
+
+/* ddl_log_flush: wait up to timeout_ms for the step log's thread to write
+ * what it holds (before exit).  0, or -1 if lines are still unwritten. */
+int ddl_log_flush(int timeout_ms);
+
+/* Tests only: the step log's thread sleeps this many ms before each write
+ * (a slow file system); 0 otherwise. */
+extern int ddl_log_write_delay_ms;
+
 void ddl_log(ddl_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void ddl_vlog(ddl_log_level_t level, const char *fmt, va_list ap)

@@ -10,6 +10,11 @@ tests_unit_t_agent_args_SOURCES = tests/unit/t_agent_args.c tests/tap.h
 tests_unit_t_agent_args_LDADD = common/libddlcommon.la
 tests_unit_t_rank_env_SOURCES = tests/unit/t_rank_env.c tests/tap.h
 tests_unit_t_rank_env_LDADD = common/libddlcommon.la
+# The step log written by a thread of its own (common/log.c).
+check_PROGRAMS += tests/unit/t_log
+TESTS += tests/unit/t_log
+tests_unit_t_log_SOURCES = tests/unit/t_log.c tests/tap.h
+tests_unit_t_log_LDADD = common/libddlcommon.la $(PTHREAD_LIBS)
 tests_unit_t_util_SOURCES = tests/unit/t_util.c tests/tap.h
 tests_unit_t_util_LDADD = common/libddlcommon.la
 tests_unit_t_ddlrun_args_SOURCES = tests/unit/t_ddlrun_args.c launcher/ddlrun_args.c tests/tap.h
