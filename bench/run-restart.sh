@@ -45,6 +45,11 @@
 #          adds, with the CPUs saturated, S seconds of ddlrun --emulate -n 3
 #          --nodes 3 with nothing failed: every node-lost line is a false
 #          detection.
+# srun --ddl rows also: the same worker kill and silent crash of n2 with
+# FT_PROBE_WARM=1 (warm restart in place), and "decision to first step":
+# from the leader's decision to generation 1's first step.  The silent
+# crashes come 1.5 s after generation 0's first step (links past their
+# first 16 beats).  RESTART_SRUN_ONLY=1: only the srun --ddl rows.
 # Slurm: `srun -N2 -n2 sleep` with the task on n2 killed (SIGKILL), and n2
 # crashed (tests/slurm/cluster.sh crash: every process killed, link down):
 # from the kill to srun's first line about it.  Medians, minimum, maximum.
@@ -120,7 +125,8 @@ if [ "$detect" != 1 ]; then
     echo "| failure | median ms | min ms | max ms | runs |"
     echo "| --- | ---: | ---: | ---: | ---: |"
 fi
-if [ "${RESTART_WARM_ONLY:-0}" != 1 ] && [ "$detect" != 1 ]; then
+srun_only=${RESTART_SRUN_ONLY:-0}
+if [ "${RESTART_WARM_ONLY:-0}" != 1 ] && [ "$detect" != 1 ] && [ "$srun_only" != 1 ]; then
     ddl_case "worker SIGKILL" KILL
     ddl_case "worker SIGSTOP, --hang-timeout 1" STOP --hang-timeout 1
 fi
@@ -137,6 +143,7 @@ agent_times() {
     [ -n "$td" ] && echo $((td - t0 / 1000000)) >>"$tmp/det"
     [ -n "$ta" ] && [ -n "$td" ] && echo $((ta > td ? ta - t0 / 1000000 : td - t0 / 1000000)) >>"$tmp/all"
     [ -n "$tf" ] && echo $(((tf - t0) / 1000000)) >>"$tmp/first"
+    [ -n "$tf" ] && [ -n "$td" ] && echo $((tf / 1000000 - td)) >>"$tmp/dec"
 }
 
 # ddl_emu_case NAME ACTION: ddlrun --emulate, 2 nodes of 1 rank and a spare;
@@ -204,7 +211,7 @@ warm_case() {
     row "ddlrun --emulate: $name, cold: decision to first step" "$tmp/cold"
     row "ddlrun --emulate: $name, warm: decision to first step" "$tmp/warm"
 }
-if [ "$detect" != 1 ]; then
+if [ "$detect" != 1 ] && [ "$srun_only" != 1 ]; then
     warm_case "worker SIGKILL" worker
     warm_case "node1 killed, spare node2" node
 fi
@@ -305,9 +312,11 @@ if [ "$detect" = 1 ]; then
     exit 0
 fi
 
-ddl_emu_case "node1 killed (FIN), spare node2" kill
-ddl_emu_case "node1 stopped (silent), spare node2" stop
-ddl_emu_case "node0 (the leader) stopped (silent), spare node2" stop-leader
+if [ "$srun_only" != 1 ]; then
+    ddl_emu_case "node1 killed (FIN), spare node2" kill
+    ddl_emu_case "node1 stopped (silent), spare node2" stop
+    ddl_emu_case "node0 (the leader) stopped (silent), spare node2" stop-leader
+fi
 
 if [ "$(id -u)" != 0 ] || ! command -v srun >/dev/null; then
     echo "# Slurm rows skipped: needs root and Slurm (tests/slurm/cluster.sh)"
@@ -361,8 +370,10 @@ slurm_case() {
     done
     row "Slurm: $name, srun's first line about it" "$tmp/det"
 }
-slurm_case "task SIGKILL (srun --kill-on-bad-exit)" kill
-slurm_case "node n2 crashed (SlurmdTimeout=10)" crash
+if [ "$srun_only" != 1 ]; then
+    slurm_case "task SIGKILL (srun --kill-on-bad-exit)" kill
+    slurm_case "node n2 crashed (SlurmdTimeout=10)" crash
+fi
 
 # srun --ddl on 3 nodes (one task each), n3 a spare; the plugin of this build.
 sh "$top/tests/slurm/cluster.sh" stop "$dir" >/dev/null 2>&1
@@ -376,6 +387,7 @@ restart_cluster() {
     DDL_CLUSTER_SHARE="$build $top $tmp" sh "$top/tests/slurm/cluster.sh" start "$dir" 3 >/dev/null
 }
 restart_cluster || { echo "# srun --ddl rows skipped: the cluster did not start"; exit 0; }
+crashed=0
 
 # ddl_slurm_case NAME ACTION [SRUN-OPTIONS]: ACTION kill, hang, crash or crash-silent
 ddl_slurm_case() {
@@ -384,15 +396,21 @@ ddl_slurm_case() {
     : >"$tmp/det"
     : >"$tmp/all"
     : >"$tmp/first"
+    : >"$tmp/dec"
     i=0
     while [ $i -lt "$runs" ]; do
-        case $action in crash*) restart_cluster ;; esac
+        # a crash of an earlier run or case left a node down
+        case $action:$crashed in crash*|*:1) restart_cluster; crashed=0 ;; esac
         { UCX_TLS=tcp,self DDL_LOG_TIME=1 DDL_LOG_LEVEL=info timeout 120 srun --no-kill \
             --mpi=pmix -N3 --ntasks-per-node=1 --ddl --ddl-restarts=1 --ddl-spares=1 "$@" \
             "$probe" 50 2>&1 | stamp >"$tmp/log"; } &
         job=$!
         wait_gen0
+        # the silent crashes time the detector: links past their first 16
+        # beats (a young link allows 6), as in the detection rows
+        case $action in crash-*) sleep 1.5 ;; esac
         t0=$(now)
+        case $action in crash*) crashed=1 ;; esac
         case $action in
         crash) sh "$top/tests/slurm/cluster.sh" crash "$dir" n2 >/dev/null 2>&1 ;;
         crash-silent) sh "$top/tests/slurm/cluster.sh" crash "$dir" n2 silent >/dev/null 2>&1 ;;
@@ -412,9 +430,14 @@ ddl_slurm_case() {
     row "srun --ddl: $name, detected by the leader" "$tmp/det"
     row "srun --ddl: $name, known on every survivor" "$tmp/all"
     row "srun --ddl: $name, first step of generation 1" "$tmp/first"
+    row "srun --ddl: $name, decision to first step" "$tmp/dec"
 }
 ddl_slurm_case "worker SIGKILL" kill
 ddl_slurm_case "worker SIGSTOP, --ddl-hang-timeout=1" hang --ddl-hang-timeout=1
 ddl_slurm_case "node n2 crashed, killed first (FIN), spare n3" crash
 ddl_slurm_case "node n2 crashed, link down first, spare n3" crash-silent
 ddl_slurm_case "node n1 (the leader) crashed, link down first, spare n3" crash-leader
+# warm restart in place (ft-probe's FT_PROBE_WARM=1: ddl_warm_enable, ddl_rejoin)
+ddl_slurm_case "worker SIGKILL, warm" kill --export=ALL,FT_PROBE_WARM=1
+ddl_slurm_case "node n2 crashed, link down first, spare n3, warm" crash-silent \
+    --export=ALL,FT_PROBE_WARM=1
