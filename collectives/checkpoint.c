@@ -2299,6 +2299,26 @@ static int image_find(const unsigned char *b, uint64_t size, const char *name, u
     return found;
 }
 
+/* read_dest: ddl_ckpt_read's checks of its destination for buffer name of
+ * dlen bytes (found: the shard holds it): DDL_OK to copy it; DDL_INPROGRESS
+ * when only its size was asked for (*got set); or DDL_ERR_INVALID. */
+static ddl_status_t read_dest(const char *name, int rank, int64_t step, int found, uint64_t dlen,
+                              const void *buf, size_t bytes, size_t *got)
+{
+    if (!found)
+        return ddl_fail(DDL_ERR_INVALID, "rank %d's shard of checkpoint step %" PRId64 " has no "
+                        "buffer named '%s'", rank, step, name);
+    if (got)
+        *got = (size_t)dlen;
+    if (!buf && !bytes && got)
+        return DDL_INPROGRESS;
+    if (got ? bytes < dlen : bytes != dlen)
+        return ddl_fail(DDL_ERR_INVALID, "checkpoint buffer '%s' (rank %d, step %" PRId64 ") has "
+                        "%" PRIu64 " bytes, the destination %zu: pass a buffer of that size",
+                        name, rank, step, dlen, bytes);
+    return DDL_OK;
+}
+
 /* held_read: ddl_ckpt_read from the shard the last restore kept, if it is
  * this one: DDL_OK or an error as ddl_ckpt_read's, or DDL_INPROGRESS when
  * the file must be read. */
@@ -2306,26 +2326,14 @@ static ddl_status_t held_read(const char *dir, int64_t step, int rank, const cha
                               void *buf, size_t bytes, size_t *got)
 {
     ddl_status_t st = DDL_INPROGRESS;
-    uint32_t idx, nrec;
-    uint64_t off, len;
+    uint32_t idx = 0, nrec = 0;
+    uint64_t off = 0, len = 0;
     pthread_mutex_lock(&held_mu);
     if (!held.img || held.step != step || held.rank != rank || strcmp(held.dir, dir) != 0)
         goto out;
-    if (image_find(held.img, held.len, name, &idx, &off, &len, &nrec) < 0) {
-        st = ddl_fail(DDL_ERR_INVALID, "rank %d's shard of checkpoint step %" PRId64 " has no "
-                      "buffer named '%s'", rank, step, name);
-        goto out;
-    }
-    if (got)
-        *got = (size_t)len;
-    if (!buf && !bytes && got) {
-        st = DDL_OK;
-        goto out;
-    }
-    if (got ? bytes < len : bytes != len) {
-        st = ddl_fail(DDL_ERR_INVALID, "checkpoint buffer '%s' (rank %d, step %" PRId64 ") has "
-                      "%" PRIu64 " bytes, the destination %zu: pass a buffer of that size", name,
-                      rank, step, len, bytes);
+    int found = image_find(held.img, held.len, name, &idx, &off, &len, &nrec) == 0;
+    if ((st = read_dest(name, rank, step, found, len, buf, bytes, got)) != DDL_OK) {
+        st = st == DDL_INPROGRESS ? DDL_OK : st; /* the size only */
         goto out;
     }
     memcpy(buf, held.img + off, (size_t)len);
@@ -2420,21 +2428,8 @@ ddl_status_t ddl_ckpt_read(const char *dir, int64_t step, int rank, const char *
                       "checkpoint is damaged; restart from an earlier one", path);
         goto out;
     }
-    if (!found) {
-        st = ddl_fail(DDL_ERR_INVALID, "rank %d's shard of checkpoint step %" PRId64 " has no "
-                      "buffer named '%s'", rank, step, name);
-        goto out;
-    }
-    if (got)
-        *got = (size_t)dlen;
-    if (!buf && !bytes && got) {
-        st = DDL_OK;
-        goto out;
-    }
-    if (got ? bytes < dlen : bytes != dlen) {
-        st = ddl_fail(DDL_ERR_INVALID, "checkpoint buffer '%s' (rank %d, step %" PRId64 ") has "
-                      "%" PRIu64 " bytes, the destination %zu: pass a buffer of that size", name,
-                      rank, step, dlen, bytes);
+    if ((st = read_dest(name, rank, step, found != 0, dlen, buf, bytes, got)) != DDL_OK) {
+        st = st == DDL_INPROGRESS ? DDL_OK : st; /* the size only */
         goto out;
     }
     rc = dlen ? read_at(fd, buf, (size_t)dlen, found) : 0;
