@@ -82,11 +82,15 @@ void ddl_gen_notice(ddl_msg_t *m)
      * follows the agents to the newest one */
     if (warm.enabled && g->action == DDL_GEN_RESTART &&
         (!atomic_load(&warm.pending) || g->gen > warm.gen)) {
-        free(warm.node_rank);
+        /* without a map the world is the previous decision's: a pending
+         * one's map (not applied yet) still holds */
+        if (g->node_rank || !atomic_load(&warm.pending)) {
+            free(warm.node_rank);
+            warm.nnodes = g->node_rank ? g->nnodes : 0;
+            warm.node_rank = g->node_rank; /* taken */
+            m->u.generation.node_rank = NULL;
+        }
         warm.gen = g->gen;
-        warm.nnodes = g->node_rank ? g->nnodes : 0;
-        warm.node_rank = g->node_rank; /* taken */
-        m->u.generation.node_rank = NULL;
         atomic_store(&warm.pending, 1);
     } else if (g->action != DDL_GEN_RESTART) {
         atomic_store(&warm.stopped, 1); /* ddl-launch ends this worker */
