@@ -180,7 +180,8 @@ struct agent {
     char takeover_how[160];
     uint32_t old_leader;    /* the leader that was lost */
     /* nodes that come back (a frozen node that resumed): */
-    uint32_t *retaken;      /* leader: per node, times its agent came back after a loss */
+    uint32_t *retaken;      /* per node, times its agent came back after a loss: the
+                             * leader counts, ROSTER tells the others */
     int64_t round_ms;       /* when the loop last went to wait: a callback long after it
                              * means this agent itself was stopped (frozen, not scheduled) */
     int ask_old_leader;     /* the leader's link ended while this agent was stopped, or

@@ -98,7 +98,7 @@ static int nonce_replayed(agent_t *a, const uint8_t *nonce)
 }
 
 /* retired: node came back more often than DDL_NODE_RETAKES allows: linked,
- * but never given ranks again (the leader's count). */
+ * but never given ranks again (the leader's count, or the last ROSTER's). */
 int retired(const agent_t *a, uint32_t node)
 {
     return a->retaken && a->retaken[node] > a->opts->node_retakes;
@@ -444,7 +444,9 @@ int silence_due(agent_t *a)
     return (int)due;
 }
 
-/* send_roster: the leader tells every linked agent where each agent listens. */
+/* send_roster: the leader tells every linked agent where each agent listens
+ * and how often each node came back after a loss (a new leader keeps
+ * counting where this one stopped). */
 void send_roster(agent_t *a)
 {
     if (!a->roster)
@@ -457,18 +459,23 @@ void send_roster(agent_t *a)
     ddl_msg_t m = {.type = DDL_MSG_ROSTER};
     m.u.roster.nnodes = a->opts->nnodes;
     m.u.roster.addr = addr;
+    m.u.roster.retaken = a->retaken;
     to_peers(a, &m);
     free(addr);
 }
 
-/* handle_roster: a non-leader learns where the others would lead. */
+/* handle_roster: a non-leader learns where the others would lead, and the
+ * leader's retake counts (DDL_NODE_RETAKES holds across a takeover). */
 void handle_roster(agent_t *a, const ddl_msg_t *m)
 {
     if (!a->roster || m->u.roster.nnodes != a->opts->nnodes)
         return;
-    for (uint32_t n = 0; n < a->opts->nnodes; n++)
+    for (uint32_t n = 0; n < a->opts->nnodes; n++) {
         if (n != a->opts->node_id)
             snprintf(a->roster[n], sizeof a->roster[n], "%s", m->u.roster.addr[n]);
+        if (a->retaken && m->u.roster.retaken)
+            a->retaken[n] = m->u.roster.retaken[n];
+    }
 }
 
 /* become_leader: this agent leads from now on; the others connect to the

@@ -93,6 +93,7 @@ void ddl_msg_clear(ddl_msg_t *msg)
         for (uint32_t i = 0; msg->u.roster.addr && i < msg->u.roster.nnodes; i++)
             free(msg->u.roster.addr[i]);
         free(msg->u.roster.addr);
+        free(msg->u.roster.retaken);
         break;
     case DDL_MSG_GENERATION:
         free(msg->u.generation.cause);
@@ -355,6 +356,8 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
         w_u32(&w, u->roster.nnodes);
         for (uint32_t i = 0; i < u->roster.nnodes && u->roster.addr; i++)
             w_str(&w, u->roster.addr[i]);
+        for (uint32_t i = 0; i < u->roster.nnodes; i++) /* minor 10 */
+            w_u32(&w, u->roster.retaken ? u->roster.retaken[i] : 0);
         break;
     case DDL_MSG_GENERATION:
         w_u32(&w, u->generation.gen);
@@ -883,6 +886,13 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
         u->roster.nnodes = n;
         for (uint32_t i = 0; i < n && !r.what && !nomem; i++)
             u->roster.addr[i] = r_str(&r, "address", &nomem);
+        u->roster.retaken = calloc(n ? n : 1, sizeof *u->roster.retaken);
+        if (!u->roster.retaken) {
+            nomem = 1;
+            break;
+        }
+        for (uint32_t i = 0; i < n && !r.what && r.left; i++) /* minor 10 */
+            u->roster.retaken[i] = r_u32(&r, "retake count");
         break;
     }
     case DDL_MSG_GENERATION:

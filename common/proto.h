@@ -27,7 +27,7 @@
 
 #define DDL_PROTO_MAGIC 0x44444c77u /* "DDLw" */
 #define DDL_PROTO_MAJOR 1
-#define DDL_PROTO_MINOR 9
+#define DDL_PROTO_MINOR 10
 #define DDL_PROTO_HDR_LEN 12
 #define DDL_PROTO_MAX_BODY (64u << 20)
 #define DDL_PROTO_MAX_STR 4096u
@@ -258,6 +258,10 @@ typedef struct {
         struct {
             uint32_t nnodes;
             char **addr; /* per node: "IPv4:port" where its agent listens, "" unknown */
+            /* minor 10: per node, the times its agent came back after a loss
+             * (the leader's count, which a new leader takes over); NULL when
+             * the sender is older (decoded: all 0) */
+            uint32_t *retaken;
         } roster;
         struct {
             uint32_t gen;      /* the generation to run (RESTART), or the current one */

@@ -36,7 +36,9 @@
 #     node1 resumes: taken back as a spare, the world grows back at the next
 #     checkpoint, with the weights of a 4-rank run resumed from that
 #     checkpoint; the same twice with DDL_NODE_RETAKES=1: the second return
-#     is linked but never given ranks;
+#     is linked but never given ranks; the count outlives a takeover: a
+#     node back once to node0, then lost and back again to node1, the new
+#     leader, is not given ranks either;
 #
 # and after each, nothing of the step left running.  Timings are measured
 # by bench/run-restart.sh, not here.
@@ -372,6 +374,46 @@ t_like "$T_TMP/twice.err" "generation 3: node 1 \(node1\) came back after a loss
 t_is "$(crc twice | cut -d' ' -f1)" 2 "... the run ends on 2 ranks, which agree"
 t_is "$(grep -c "takes over as the leader" "$T_TMP/twice.err")" 0 "... no takeover by the returned node"
 clean twice
+
+# The retake count outlives its leader: 3 nodes, DDL_NODE_RETAKES=1.  node2
+# comes back once to node0; node0, the leader, is frozen for good and node1
+# takes over (the world shrinks to node1-node2); node2 is lost and comes back
+# again, now to node1: its second return, counted from the ROSTER that node0
+# sent, so it is linked but never given ranks.
+# hold K REGEX N: freeze node K until the leader's lines matching REGEX
+# number N in heir.err; its process group in $g.
+hold() {
+    g=$(node "$1")
+    [ -n "$g" ] && kill -s STOP -- "-$g"
+    i=0
+    while [ $((i += 1)) -lt 300 ] && [ "$(leader "$2" heir)" -lt "$3" ]; do sleep 0.1; done
+}
+ck="$T_TMP/ck-heir"
+# shellcheck disable=SC2086
+DDL_NODE_RETAKES=1 timeout -k 5 200 "$DDLRUN" -n 6 --nodes 3 --emulate --restarts 4 --min-nodes 1 \
+    --checkpoint-dir "$ck" "$FMNIST" $ARGS --pace 20 --checkpoint-keep -1 --checkpoint-dir "$ck" \
+    >"$T_TMP/heir.out" 2>"$T_TMP/heir.err" &
+run=$!
+t_wait_file "$ck/latest" 120
+hold 2 "shrunk to 2 nodes" 1
+kill -s CONT -- "-$g"
+i=0
+while [ $((i += 1)) -lt 300 ] && [ "$(leader "the world grows back to" heir)" -lt 1 ]; do sleep 0.1; done
+hold 0 "shrunk to 2 nodes" 2
+hold 2 "shrunk to 1 node" 1
+kill -s CONT -- "-$g"
+i=0
+while [ $((i += 1)) -lt 300 ] && [ "$(leader "never given ranks\|grows back to" heir)" -lt 2 ]; do sleep 0.1; done
+wait $run
+t_status $? 0 "retakes across a takeover: the step finishes (exit 0)" "$T_TMP/heir.err"
+t_like "$T_TMP/heir.err" "node 2 \(node2\) came back after a loss: taken back as a spare \(1 of DDL_NODE_RETAKES=1\)" \
+    "... node2's first return, to node0: taken back"
+t_like "$T_TMP/heir.err" "node 1 \(node1\) takes over as the leader" "... node0 frozen: node1 leads"
+t_like "$T_TMP/heir.err" "generation [0-9]+: node 2 \(node2\) came back after a loss, 2 times: more than DDL_NODE_RETAKES=1, so it is linked but never given ranks again" \
+    "... node2's second return, to node1, counts the first: never given ranks"
+t_is "$(leader "the world grows back to" heir)" 1 "... the world grew back once"
+t_is "$(crc heir | cut -d' ' -f1)" 2 "... the run ends on 2 ranks, which agree"
+clean heir
 
 # bad input to the pieces ddlrun --emulate starts
 t_run 10 env -u DDL_SIZE "$DDL_LAUNCH" --node true

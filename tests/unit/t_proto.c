@@ -523,8 +523,32 @@ static void test_round_trips(void)
                strcmp(ro.u.roster.addr[1], "") == 0 && strcmp(ro.u.roster.addr[2], addr[2]) == 0,
            "ROSTER addresses survive, an unknown one empty");
         ddl_msg_clear(&ro);
+        uint32_t back[3] = {0, 2, 7};
+        r.u.roster.retaken = back;
+        round_trip(&r, &ro);
+        ok(ro.u.roster.retaken && ro.u.roster.retaken[0] == 0 && ro.u.roster.retaken[1] == 2 &&
+               ro.u.roster.retaken[2] == 7,
+           "ROSTER retake counts survive (minor 10)");
+        ddl_msg_clear(&ro);
         size_t len;
         uint8_t *f = encode(&r, &len);
+        { /* a minor-9 sender: the body ends after the addresses */
+            uint8_t *old = malloc(len);
+            uint32_t body;
+            ddl_error_t err = {""};
+            memcpy(old, f, len);
+            memcpy(&body, old + 8, 4);
+            set_u32(old + 8, ntohl(body) - 12);
+            ok(ddl_proto_decode(old, len - 12, &ro, &err) == (ssize_t)(len - 12) &&
+                   ro.u.roster.nnodes == 3 &&
+                   ro.u.roster.retaken && ro.u.roster.retaken[1] == 0 &&
+                   strcmp(ro.u.roster.addr[2], addr[2]) == 0,
+               "ROSTER from a minor-9 agent: addresses read, retake counts 0");
+            ddl_msg_clear(&ro);
+            set_u32(old + 8, ntohl(body) - 6);
+            expect_malformed(old, len - 6, "roster retake counts cut short", "retake count");
+            free(old);
+        }
         set_u32(f + DDL_PROTO_HDR_LEN, 1000000);
         expect_malformed(f, len, "roster count beyond the body", "node count");
         free(f);
