@@ -12,8 +12,12 @@
  * unpredictable temporary name in the same directory (".ddl-...prom.XXXX",
  * which the collector ignores), then renamed over the file, so that a
  * reader sees the old or the new file, never part of one.  The directory
- * may be shared by every user if it is sticky (safefile.h).  A failure to
- * write is logged once and retried at the next interval.
+ * may be shared by every user if it is sticky (safefile.h).  The loop only
+ * renders the text; a thread of its own writes it (bgfile.h), so that a
+ * metrics directory on a hung file system never stops the agent's beats
+ * (a write still pending when the next is due is replaced by the newer
+ * one).  A failure to write is logged once and retried at the next
+ * interval.
  */
 #include "config.h"
 
@@ -26,6 +30,7 @@
 #include <unistd.h>
 
 #include "agent_int.h"
+#include "bgfile.h"
 #include "env.h"
 #include "log.h"
 #include "metrics.h"
@@ -39,6 +44,7 @@
 
 struct telemetry {
     int dfd;          /* the metrics directory, -1: no metrics file */
+    ddl_bgfile_t *bg; /* its writer (NULL: no thread; written from the loop) */
     int64_t every_ms; /* between two writes */
     int64_t next_ms;  /* ddl_now_ms() of the next write */
     int warned;       /* a failure to write was logged */
@@ -266,6 +272,10 @@ static struct telemetry *mx_get(agent_t *a)
     t->every_ms = every_s * 1000;
     t->next_ms = ddl_now_ms(); /* the first write at once */
     file_name(a, t->name, sizeof t->name);
+    t->bg = ddl_bgfile_new(t->dfd, t->name, 0644); /* the collector runs as another user */
+    if (!t->bg)
+        ddl_warn("metrics in %s/%s are written by the agent's loop: no thread of their own: %m",
+                 dir, t->name);
     ddl_debug("metrics every %ld s in %s/%s", every_s, dir, t->name);
     return t;
 }
@@ -280,8 +290,9 @@ int metrics_wait(agent_t *a, int wait)
     return wait < 0 || left < wait ? (int)left : wait;
 }
 
-/* write_file: the metrics, written whole to a temporary file, then renamed
- * over the file.  0, or -1 with errno. */
+/* write_file: the metrics, handed to the writer thread, or without one
+ * written whole to a temporary file, then renamed over the file.  0, or -1
+ * with errno (with the thread: the last write's, found now). */
 static int write_file(agent_t *a, struct telemetry *t, int active)
 {
     ddl_msg_t m;
@@ -298,6 +309,13 @@ static int write_file(agent_t *a, struct telemetry *t, int active)
     if (rc < 0) {
         free(text);
         return -1;
+    }
+    if (t->bg) {
+        int e = ddl_bgfile_error(t->bg);
+        if (ddl_bgfile_put(t->bg, text, len) < 0)
+            return -1;
+        errno = e;
+        return e ? -1 : 0;
     }
     snprintf(prefix, sizeof prefix, ".%s", t->name);
     int fd = ddl_tmp_openat(t->dfd, prefix, tmp, sizeof tmp);
@@ -346,6 +364,11 @@ void metrics_end(agent_t *a)
     struct telemetry *t = a->mx;
     if (t && t->dfd >= 0) {
         write_now(a, t, 0);
+        /* the last file says the step ended: worth a short wait, not a hang */
+        if (t->bg && ddl_bgfile_close(t->bg, 2000) < 0)
+            ddl_warn("the last metrics file %s was not written: %s", t->name,
+                     errno == ETIMEDOUT ? "the file system did not answer within 2 s"
+                                        : strerror(errno));
         close(t->dfd);
     }
     free(t);

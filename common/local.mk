@@ -15,6 +15,7 @@ common_libddlcommon_la_SOURCES = \
     common/log.c common/log.h \
     common/util.c common/util.h \
     common/safefile.c common/safefile.h \
+    common/bgfile.c common/bgfile.h \
     common/proto.c common/proto.h common/failure.c common/failure.h \
     common/sock.c common/sock.h \
     common/beat.c common/beat.h \
