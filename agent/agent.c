@@ -448,11 +448,14 @@ static int setup(agent_t *a)
     a->exited = calloc(n, 1);
     a->lost = calloc(a->opts->nnodes ? a->opts->nnodes : 1, 1);
     a->retaken = calloc(a->opts->nnodes ? a->opts->nnodes : 1, sizeof *a->retaken);
+    a->member = malloc(a->opts->nnodes ? a->opts->nnodes : 1);
+    if (a->member)
+        memset(a->member, 1, a->opts->nnodes);
     a->grow_ck = -2;
     a->owner = malloc(n * sizeof *a->owner);
     a->nonces = calloc(NONCE_MEMORY, sizeof *a->nonces);
     if (!a->ranks || !a->ag_blob || !a->ag_len || !a->ag_waiter || !a->is_local || !a->heard_at ||
-        !a->peers || !a->exited || !a->lost || !a->retaken || !a->owner || !a->nonces) {
+        !a->peers || !a->exited || !a->lost || !a->retaken || !a->member || !a->owner || !a->nonces) {
         ddl_error("out of memory for a step of %u ranks", n);
         return -1;
     }
@@ -786,6 +789,7 @@ out:
     free(a.exited);
     free(a.lost);
     free(a.retaken);
+    free(a.member);
     free(a.owner);
     free(a.nonces);
     free(a.roster);

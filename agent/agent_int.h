@@ -182,6 +182,9 @@ struct agent {
     /* nodes that come back (a frozen node that resumed): */
     uint32_t *retaken;      /* per node, times its agent came back after a loss: the
                              * leader counts, ROSTER tells the others */
+    uint8_t *member;        /* per node, 1: one of the step's nodes as of the leader's
+                             * last decision (or since taken back); a world formed
+                             * after a loss needs a majority of them (majority()) */
     int64_t round_ms;       /* when the loop last went to wait: a callback long after it
                              * means this agent itself was stopped (frozen, not scheduled) */
     int ask_old_leader;     /* the leader's link ended while this agent was stopped, or
@@ -282,6 +285,8 @@ void rank_exited(agent_t *a, uint32_t rank, uint32_t gen);
 void stop_here(agent_t *a, const char *why);
 void handle_failure(agent_t *a, conn_t *c, const ddl_msg_t *m);
 void retake(agent_t *a, conn_t *c);                      /* a lost node's agent came back */
+int majority(const agent_t *a, char *why, size_t len);   /* the nodes left may go on */
+void members_now(agent_t *a);                             /* the nodes left are the members */
 void grow_arm(agent_t *a);                               /* growth possible: wait for a checkpoint */
 void grow_check(agent_t *a);                             /* grow a shrunk world when due */
 

@@ -355,6 +355,11 @@ void link_lost(agent_t *a, conn_t *c, const char *how)
                   c->node_id, a->peers[c->node_id].host, how, left, left == 1 ? "" : "s");
         snprintf(a->last_failure, sizeof a->last_failure, "generation %u: spare node %u (%s) %s "
                  "[node-lost]", a->gen, c->node_id, a->peers[c->node_id].host, how);
+        char why[300];
+        if (a->leader && !a->decide_at && majority(a, why, sizeof why)) {
+            members_now(a); /* the step goes on without it */
+            send_roster(a);
+        }
         return;
     }
     failure_t f = {.gen = a->gen, .rank = -1, .node = c->node_id, .cls = DDL_FAIL_NODE};
@@ -444,9 +449,10 @@ int silence_due(agent_t *a)
     return (int)due;
 }
 
-/* send_roster: the leader tells every linked agent where each agent listens
- * and how often each node came back after a loss (a new leader keeps
- * counting where this one stopped). */
+/* send_roster: the leader tells every linked agent where each agent listens,
+ * how often each node came back after a loss (a new leader keeps counting
+ * where this one stopped) and which nodes are the step's members (a new
+ * leader needs a majority of them: majority(), recovery.c). */
 void send_roster(agent_t *a)
 {
     if (!a->roster)
@@ -454,27 +460,43 @@ void send_roster(agent_t *a)
     char **addr = calloc(a->opts->nnodes, sizeof *addr);
     if (!addr)
         return;
-    for (uint32_t n = 0; n < a->opts->nnodes; n++)
+    uint8_t *gone = calloc(a->opts->nnodes, 1);
+    if (!gone) {
+        free(addr);
+        return;
+    }
+    for (uint32_t n = 0; n < a->opts->nnodes; n++) {
         addr[n] = a->lost[n] ? "" : a->roster[n];
+        gone[n] = !a->member[n];
+    }
     ddl_msg_t m = {.type = DDL_MSG_ROSTER};
     m.u.roster.nnodes = a->opts->nnodes;
     m.u.roster.addr = addr;
     m.u.roster.retaken = a->retaken;
+    m.u.roster.lost = gone;
     to_peers(a, &m);
     free(addr);
+    free(gone);
 }
 
-/* handle_roster: a non-leader learns where the others would lead, and the
- * leader's retake counts (DDL_NODE_RETAKES holds across a takeover). */
+/* handle_roster: a non-leader learns where the others would lead, the
+ * leader's retake counts (DDL_NODE_RETAKES holds across a takeover) and
+ * its members: the nodes it lost are lost here too, so that a takeover
+ * neither waits for them nor counts them in its majority. */
 void handle_roster(agent_t *a, const ddl_msg_t *m)
 {
     if (!a->roster || m->u.roster.nnodes != a->opts->nnodes)
         return;
     for (uint32_t n = 0; n < a->opts->nnodes; n++) {
-        if (n != a->opts->node_id)
-            snprintf(a->roster[n], sizeof a->roster[n], "%s", m->u.roster.addr[n]);
-        if (a->retaken && m->u.roster.retaken)
+        if (m->u.roster.retaken)
             a->retaken[n] = m->u.roster.retaken[n];
+        if (n == a->opts->node_id)
+            continue;
+        snprintf(a->roster[n], sizeof a->roster[n], "%s", m->u.roster.addr[n]);
+        if (m->u.roster.lost) {
+            a->lost[n] = m->u.roster.lost[n];
+            a->member[n] = !m->u.roster.lost[n];
+        }
     }
 }
 

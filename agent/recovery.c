@@ -188,6 +188,51 @@ static uint32_t *new_world(agent_t *a, uint32_t lost, char *what, size_t len)
     return map;
 }
 
+/* present: node n answers this leader now (this node, or linked and not lost). */
+static int present(const agent_t *a, uint32_t n)
+{
+    return !a->lost[n] && (n == a->opts->node_id || a->peers[n].state == DDL_PEER_UP);
+}
+
+/* majority: whether the nodes present may go on as the step after a loss
+ * (ddl_world_majority: a majority of the members, or half with the
+ * lowest-numbered), so that a network partition never leaves two worlds
+ * training apart and writing the same checkpoints.  1: yes; 0: no, with
+ * the reason for people in why. */
+int majority(const agent_t *a, char *why, size_t len)
+{
+    uint32_t nn = a->opts->nnodes, base = 0, left = 0;
+    uint8_t *here = calloc(nn ? nn : 1, 1);
+    if (!here) { /* no memory: decide as before, without the rule */
+        ddl_warn("no memory to count the nodes present: the majority rule is not applied");
+        return 1;
+    }
+    for (uint32_t n = 0; n < nn; n++)
+        here[n] = present(a, n);
+    int ok = ddl_world_majority(a->member, here, nn, &left, &base);
+    char have[120] = "";
+    size_t used = 0;
+    for (uint32_t n = 0; n < nn && used < sizeof have; n++)
+        if (a->member[n] && here[n])
+            used += (size_t)snprintf(have + used, sizeof have - used, "%s%u", used ? ", " : "", n);
+    free(here);
+    if (!ok)
+        snprintf(why, len, "only %u of the step's %u nodes answer (node%s %s)%s: this side may be "
+                 "cut off from the others by a network partition, and does not go on alone",
+                 left, base, left == 1 ? "" : "s", have,
+                 2 * left == base ? ", half of them but not the lowest-numbered" : "");
+    return ok;
+}
+
+/* members_now: the nodes present are the step's members (a decision that
+ * had its majority, or a node taken back); the next ROSTER tells the
+ * other agents. */
+void members_now(agent_t *a)
+{
+    for (uint32_t n = 0; n < a->opts->nnodes; n++)
+        a->member[n] = present(a, n);
+}
+
 /* decide: the leader, once the failure window has passed: the policy's
  * decision on the cause, the next world if a node is lost, the summary
  * file, and GENERATION to every agent. */
@@ -206,12 +251,18 @@ void decide(agent_t *a)
     fail_line(a, f, line, sizeof line);
     ddl_msg_t m = {.type = DDL_MSG_GENERATION};
     typeof(m.u.generation) *g = &m.u.generation;
-    char world[200] = "", master[64] = "";
+    char world[200] = "", master[64] = "", minority[300] = "";
     uint32_t *map = NULL;
-    if (ddl_policy_wants_world(&a->pcfg, &a->pol, f->cls))
-        map = new_world(a, f->node, world, sizeof world);
+    if (ddl_policy_wants_world(&a->pcfg, &a->pol, f->cls)) {
+        if (f->node < o->nnodes)
+            a->lost[f->node] = 1;
+        if (majority(a, minority, sizeof minority))
+            map = new_world(a, f->node, world, sizeof world);
+    }
     ddl_decision_t d;
     ddl_policy_decide(&a->pcfg, &a->pol, f->cls, f->wstatus, ck, map != NULL, &d);
+    if (minority[0] && !d.restart)
+        d.why = minority;
     drain_no_restart(a, &d); /* a step that stops on request is not restarted */
     g->gen = d.restart ? a->gen + 1 : a->gen;
     g->action = d.restart ? DDL_GEN_RESTART : DDL_GEN_STOP;
@@ -256,6 +307,10 @@ void decide(agent_t *a)
         };
         if (ddl_fio_summary(a->ckpt_dir, &s) < 0) /* written here instead */
             fio_report();
+    }
+    if (map) { /* the new world's nodes are the members: everyone learns them first */
+        members_now(a);
+        send_roster(a);
     }
     to_peers(a, &m);
     apply_generation(a, &m);
@@ -392,6 +447,7 @@ void retake(agent_t *a, conn_t *c)
     const ddl_agent_opts_t *o = a->opts;
     uint32_t node = c->node_id;
     a->lost[node] = 0;
+    a->member[node] = 1;
     a->retaken[node]++;
     if (retired(a, node))
         ddl_warn("generation %u: node %u (%s) came back after a loss, %u time%s: more than "

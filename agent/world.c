@@ -158,6 +158,23 @@ uint32_t *ddl_world_grow(const ddl_world_t *w, const uint8_t *usable, uint32_t f
     return map;
 }
 
+int ddl_world_majority(const uint8_t *member, const uint8_t *present, uint32_t nnodes,
+                       uint32_t *left, uint32_t *base)
+{
+    uint32_t b = 0, l = 0, lowest = nnodes;
+    for (uint32_t n = 0; n < nnodes; n++) {
+        if (member[n] && lowest == nnodes)
+            lowest = n;
+        b += member[n] != 0;
+        l += member[n] && present[n];
+    }
+    if (left)
+        *left = l;
+    if (base)
+        *base = b;
+    return 2 * l > b || (2 * l == b && lowest < nnodes && present[lowest]);
+}
+
 int ddl_world_check(const ddl_world_t *w, const uint32_t *map, uint32_t n, char *why,
                     size_t len)
 {

@@ -66,6 +66,16 @@ uint32_t *ddl_world_replace(const ddl_world_t *w, const uint8_t *lost, const uin
 uint32_t *ddl_world_grow(const ddl_world_t *w, const uint8_t *usable, uint32_t full,
                          uint32_t *added);
 
+/* ddl_world_majority: whether the nodes with present[n] set may go on as
+ * the step after a loss: more than half of the members (member[n] set:
+ * the step's nodes as of its last decision), or exactly half with the
+ * lowest-numbered member among them.  Under a network partition that
+ * cuts a step in two, each side sees the other lost; one side at most
+ * passes.  *left and *base (may be NULL): the members present, all
+ * members.  1 or 0; pure, no allocation. */
+int ddl_world_majority(const uint8_t *member, const uint8_t *present, uint32_t nnodes,
+                       uint32_t *left, uint32_t *base);
+
 /* ddl_world_check: whether map (n entries, from another agent) is a world
  * this step can run: n == nnodes, every position distinct, below nnodes
  * and dense from 0, at least one node.  0, or -1 with the reason in why. */

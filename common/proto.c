@@ -94,6 +94,7 @@ void ddl_msg_clear(ddl_msg_t *msg)
             free(msg->u.roster.addr[i]);
         free(msg->u.roster.addr);
         free(msg->u.roster.retaken);
+        free(msg->u.roster.lost);
         break;
     case DDL_MSG_GENERATION:
         free(msg->u.generation.cause);
@@ -358,6 +359,8 @@ int ddl_proto_encode(const ddl_msg_t *msg, uint8_t **frame, size_t *len)
             w_str(&w, u->roster.addr[i]);
         for (uint32_t i = 0; i < u->roster.nnodes; i++) /* minor 10 */
             w_u32(&w, u->roster.retaken ? u->roster.retaken[i] : 0);
+        for (uint32_t i = 0; i < u->roster.nnodes; i++)
+            w_u8(&w, u->roster.lost ? u->roster.lost[i] != 0 : 0);
         break;
     case DDL_MSG_GENERATION:
         w_u32(&w, u->generation.gen);
@@ -887,12 +890,16 @@ ssize_t ddl_proto_decode(const uint8_t *buf, size_t avail, ddl_msg_t *msg, ddl_e
         for (uint32_t i = 0; i < n && !r.what && !nomem; i++)
             u->roster.addr[i] = r_str(&r, "address", &nomem);
         u->roster.retaken = calloc(n ? n : 1, sizeof *u->roster.retaken);
-        if (!u->roster.retaken) {
+        u->roster.lost = calloc(n ? n : 1, 1);
+        if (!u->roster.retaken || !u->roster.lost) {
             nomem = 1;
             break;
         }
-        for (uint32_t i = 0; i < n && !r.what && r.left; i++) /* minor 10 */
+        int newer = r.left > 0; /* minor 10: both arrays */
+        for (uint32_t i = 0; i < n && !r.what && newer; i++)
             u->roster.retaken[i] = r_u32(&r, "retake count");
+        for (uint32_t i = 0; i < n && !r.what && newer; i++)
+            u->roster.lost[i] = r_u8(&r, "lost flag") != 0;
         break;
     }
     case DDL_MSG_GENERATION:

@@ -259,9 +259,11 @@ typedef struct {
             uint32_t nnodes;
             char **addr; /* per node: "IPv4:port" where its agent listens, "" unknown */
             /* minor 10: per node, the times its agent came back after a loss
-             * (the leader's count, which a new leader takes over); NULL when
-             * the sender is older (decoded: all 0) */
+             * (the leader's count, which a new leader takes over), and
+             * whether the leader counts it lost; NULL when the sender is
+             * older (decoded: all 0) */
             uint32_t *retaken;
+            uint8_t *lost;
         } roster;
         struct {
             uint32_t gen;      /* the generation to run (RESTART), or the current one */

@@ -14,6 +14,11 @@
 #   cluster.sh freeze|thaw DIR NODE
 #                             SIGSTOP or SIGCONT to every process of NODE: a node
 #                             that hangs, then resumes
+#   cluster.sh cut|heal DIR NODE
+#                             a network partition: NODE and the other nodes stop
+#                             (cut) or start again (heal) reaching each other,
+#                             both ways, silently (routes to nowhere); the host,
+#                             and so slurmctld and srun, still reach every node
 #
 # DDL_CLUSTER_SHARE="PATH..." (at start): paths under the host's /tmp that the
 # nodes must see (each node has a private /tmp), e.g. a build tree.
@@ -224,14 +229,28 @@ do_signal() {
     [ -n "$pids" ] && kill -s "$1" $pids 2>/dev/null || true
 }
 
+# do_route add|del: blackhole routes between node NODE and every other node,
+# in both nodes' namespaces
+do_route() {
+    k=${NODE#n}
+    for ns in $(ip netns list | sed -n 's/^\(ddln[0-9]*\).*/\1/p'); do
+        i=${ns#ddln}
+        [ "$i" = "$k" ] && continue
+        ip -n "$ns" route "$1" blackhole "$NET.$((10 + k))/32"
+        ip -n "ddl$NODE" route "$1" blackhole "$NET.$((10 + i))/32"
+    done
+}
+
 cmd=${1:-}
 DIR=${2:-}
-[ -n "$cmd" ] && [ -n "$DIR" ] || { echo "usage: cluster.sh start|stop|crash|freeze|thaw DIR [N|NODE]" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$DIR" ] || { echo "usage: cluster.sh start|stop|crash|freeze|thaw|cut|heal DIR [N|NODE]" >&2; exit 2; }
 case $cmd in
 start) N=${3:-2}; do_start ;;
 stop) do_stop ;;
 crash) NODE=${3:?node name, e.g. n2}; HOW=${4:-}; do_crash ;;
 freeze) NODE=${3:?node name, e.g. n2}; do_signal STOP ;;
 thaw) NODE=${3:?node name, e.g. n2}; do_signal CONT ;;
+cut) NODE=${3:?node name, e.g. n2}; do_route add ;;
+heal) NODE=${3:?node name, e.g. n2}; do_route del ;;
 *) echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
 esac

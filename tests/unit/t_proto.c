@@ -524,11 +524,15 @@ static void test_round_trips(void)
            "ROSTER addresses survive, an unknown one empty");
         ddl_msg_clear(&ro);
         uint32_t back[3] = {0, 2, 7};
+        uint8_t gone[3] = {0, 1, 0};
         r.u.roster.retaken = back;
+        r.u.roster.lost = gone;
         round_trip(&r, &ro);
         ok(ro.u.roster.retaken && ro.u.roster.retaken[0] == 0 && ro.u.roster.retaken[1] == 2 &&
                ro.u.roster.retaken[2] == 7,
            "ROSTER retake counts survive (minor 10)");
+        ok(ro.u.roster.lost && !ro.u.roster.lost[0] && ro.u.roster.lost[1] && !ro.u.roster.lost[2],
+           "ROSTER lost flags survive (minor 10)");
         ddl_msg_clear(&ro);
         size_t len;
         uint8_t *f = encode(&r, &len);
@@ -538,15 +542,17 @@ static void test_round_trips(void)
             ddl_error_t err = {""};
             memcpy(old, f, len);
             memcpy(&body, old + 8, 4);
-            set_u32(old + 8, ntohl(body) - 12);
-            ok(ddl_proto_decode(old, len - 12, &ro, &err) == (ssize_t)(len - 12) &&
-                   ro.u.roster.nnodes == 3 &&
-                   ro.u.roster.retaken && ro.u.roster.retaken[1] == 0 &&
+            set_u32(old + 8, ntohl(body) - 15);
+            ok(ddl_proto_decode(old, len - 15, &ro, &err) == (ssize_t)(len - 15) &&
+                   ro.u.roster.nnodes == 3 && ro.u.roster.retaken && ro.u.roster.retaken[1] == 0 &&
+                   ro.u.roster.lost && ro.u.roster.lost[1] == 0 &&
                    strcmp(ro.u.roster.addr[2], addr[2]) == 0,
-               "ROSTER from a minor-9 agent: addresses read, retake counts 0");
+               "ROSTER from a minor-9 agent: addresses read, retake counts 0, none lost");
             ddl_msg_clear(&ro);
-            set_u32(old + 8, ntohl(body) - 6);
-            expect_malformed(old, len - 6, "roster retake counts cut short", "retake count");
+            set_u32(old + 8, ntohl(body) - 9);
+            expect_malformed(old, len - 9, "roster retake counts cut short", "retake count");
+            set_u32(old + 8, ntohl(body) - 1);
+            expect_malformed(old, len - 1, "roster lost flags cut short", "lost flag");
             free(old);
         }
         set_u32(f + DDL_PROTO_HDR_LEN, 1000000);

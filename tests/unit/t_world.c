@@ -132,6 +132,34 @@ static void test_grow(void)
     ddl_world_free(&w);
 }
 
+/* the majority rule: a partition leaves one side at most with a world */
+static void test_majority(void)
+{
+    uint8_t all[4] = {1, 1, 1, 1}, m3[4] = {1, 1, 1, 0}, two[2] = {1, 1};
+    uint32_t left, base;
+    uint8_t p[4] = {1, 1, 0, 0}, q[4] = {0, 0, 1, 1};
+    ok(ddl_world_majority(all, p, 4, &left, &base) == 1 && left == 2 && base == 4,
+       "4 nodes split 2|2: the half with node 0 goes on");
+    ok(ddl_world_majority(all, q, 4, &left, &base) == 0 && left == 2,
+       "... the half without it does not");
+    uint8_t r[4] = {0, 1, 1, 1}, s[4] = {1, 0, 0, 0};
+    ok(ddl_world_majority(all, r, 4, NULL, NULL) == 1, "3 of 4 (node 0 lost): a majority");
+    ok(ddl_world_majority(all, s, 4, NULL, NULL) == 0, "1 of 4, even node 0: not");
+    uint8_t t[4] = {1, 0, 1, 1};
+    ok(ddl_world_majority(m3, t, 4, &left, &base) == 1 && left == 2 && base == 3,
+       "members 0-2 (node 3 left before): 0 and 2 present, 3 not a member: 2 of 3");
+    uint8_t u[4] = {0, 0, 1, 1};
+    ok(ddl_world_majority(m3, u, 4, &left, &base) == 0 && left == 1,
+       "... 2 and 3 present: node 3 does not count, 1 of 3");
+    uint8_t a0[2] = {1, 0}, a1[2] = {0, 1};
+    ok(ddl_world_majority(two, a0, 2, NULL, NULL) == 1, "2 nodes, node 1 lost: node 0 goes on");
+    ok(ddl_world_majority(two, a1, 2, NULL, NULL) == 0, "2 nodes, node 0 lost: node 1 stops");
+    uint8_t one[1] = {1};
+    ok(ddl_world_majority(one, one, 1, NULL, NULL) == 1, "one node, present: goes on");
+    uint8_t none[4] = {0, 0, 0, 0};
+    ok(ddl_world_majority(none, all, 4, &left, &base) == 0 && base == 0, "no members: no majority");
+}
+
 int main(void)
 {
     plan(NO_PLAN);
@@ -139,5 +167,6 @@ int main(void)
     test_replace();
     test_check();
     test_grow();
+    test_majority();
     return done_testing();
 }

@@ -1,0 +1,63 @@
+#!/bin/sh
+# t0043-slurm-partition: a network partition under `srun --ddl` on the
+# 3-node namespace cluster: fmnist-train, 2 tasks per node,
+# --ddl-min-nodes=1 (a world of one node would be allowed); after the first
+# checkpoint n3 and the other nodes stop reaching each other, both ways and
+# silently (the host, so slurmctld and srun, still reaches every node).  Each
+# side sees the other lost.  n1-n2, 2 of the step's 3 nodes, shrink the
+# world and train on; n3, which takes over as the leader of its side, has 1
+# of 3: it forms no world of its own (two worlds would train apart and write
+# the same checkpoints) and its tasks stop with 93.  Then the partition
+# heals; the step's training ends on 4 ranks, which agree.  Skips like t0015
+# (root, Slurm, plugin, fmnist and its data).
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+. "$top_srcdir/tests/slurm/lib-cluster.sh"
+DATA=${DDL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
+[ -x "$FMNIST" ] || t_skip_all "fmnist-train not built (no OpenBLAS)"
+[ -r "$DATA/train-images-idx3-ubyte.gz" ] || t_skip_all "no Fashion-MNIST in $DATA"
+
+cl_init "/var/tmp/ddl-cluster.$$" 3 'max_restarts = 5
+checkpoint_roots = {"/var/tmp"}'
+cl_start
+export UCX_TLS=tcp,self DDL_ALLREDUCE_ALGO=ring
+unset MASTER_ADDR MASTER_PORT DDL_CKPT_LOCAL_DIR DDL_CKPT_SHARED_EVERY DDL_NODE_RETAKES
+CK=/var/tmp/ddl-ck.$$
+trap 'sh "$CLUSTER" heal "$CL_DIR" n3 >/dev/null 2>&1; sh "$CLUSTER" stop "$CL_DIR" >/dev/null 2>&1; rm -rf "$CK"*; t_cleanup' EXIT
+ARGS="--epochs 1 --limit 6000 --checkpoint-every 10 --pace 100"
+
+ck="$CK-cut"
+# shellcheck disable=SC2086 # ARGS: several words
+timeout -k 5 240 srun --mpi=pmix -N3 --ntasks-per-node=2 --ddl --ddl-restarts=2 \
+    --ddl-min-nodes=1 --no-kill --ddl-checkpoint-dir="$ck" -J "$T_TOKEN" \
+    "$FMNIST" $ARGS --checkpoint-dir "$ck" >"$T_TMP/cut.out" 2>"$T_TMP/cut.err" &
+run=$!
+t_wait_file "$ck/latest" 90
+sh "$CLUSTER" cut "$CL_DIR" n3
+# both sides have decided (n3 waits the node timeout plus 1 s for agents
+# that never come), or 30 s
+i=0
+while [ $((i += 1)) -lt 300 ] && ! { grep -q "shrunk to 2 nodes" "$T_TMP/cut.err" &&
+    grep -q "does not go on alone" "$T_TMP/cut.err"; }; do
+    sleep 0.1
+done
+sh "$CLUSTER" heal "$CL_DIR" n3
+wait $run
+t_status $? 93 "n3 cut off from n1-n2 after the first checkpoint: srun exits 93 (n3's tasks)" \
+    "$T_TMP/cut.err"
+t_like "$T_TMP/cut.err" "generation 0: node 2 \(n3\): its agent was silent for [0-9.]+ s .*\[node-lost\]; restart 1 of 2: generation 1 \(shrunk to 2 nodes, 4 ranks: no spare node left\)" \
+    "... n1, the leader, finds n3 lost and shrinks the world to n1-n2"
+t_like "$T_TMP/cut.err" "node 2 \(n3\) takes over as the leader" "... n3 finds the leader lost and leads its side"
+t_like "$T_TMP/cut.err" "generation 0: node 0 \(n1\): the leader's agent .*\[node-lost\]; stopping the step \(exit status 93\): only 1 of the step's 3 nodes answer \(node 2\): this side may be cut off from the others by a network partition, and does not go on alone" \
+    "... but with 1 of the 3 nodes forms no world: its tasks stop"
+t_is "$(grep -c "shrunk to 1 node" "$T_TMP/cut.err")" 0 "... no world of n3 alone (no second world training apart)"
+t_is "$(t_checksums "$T_TMP/cut.out" | cut -d' ' -f1)" 4 "... the training ends on n1-n2's 4 ranks, which agree"
+t_like "$T_TMP/cut.out" "^final test accuracy: " "... and reaches its end"
+
+i=0
+while [ $((i += 1)) -lt 100 ] &&
+    [ "$(cl_procs fmnist-train)$(cl_procs ddl-launch)$(cl_procs ddl-agent)" != 000 ]; do
+    sleep 0.1
+done
+t_is "$(cl_procs fmnist-train) $(cl_procs ddl-launch) $(cl_procs ddl-agent)" "0 0 0" \
+    "no fmnist-train, ddl-launch or ddl-agent left on the nodes"
+t_done
