@@ -164,14 +164,7 @@ int ddl_bgfile_close(ddl_bgfile_t *b, int timeout_ms)
 {
     if (!b)
         return 0;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = ddl_deadline_in(timeout_ms);
     pthread_mutex_lock(&b->mu);
     b->closing = 1;
     pthread_cond_signal(&b->more);

@@ -204,14 +204,7 @@ int ddl_log_flush(int timeout_ms)
 {
     if (!aw.on)
         return 0;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = ddl_deadline_in(timeout_ms);
     pthread_mutex_lock(&aw.mu);
     int rc = 0;
     while ((aw.len || aw.dropped || aw.writing) && rc == 0)

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include <time.h>
 
 /* A message for people, filled by the function that failed. */
 typedef struct {
@@ -41,6 +42,10 @@ int64_t ddl_now_us(void);
 /* ddl_realtime_ms: CLOCK_REALTIME in ms since the epoch (for reports that
  * are compared between processes and nodes). */
 int64_t ddl_realtime_ms(void);
+
+/* ddl_deadline_in: CLOCK_REALTIME timeout_ms from now, the absolute time
+ * pthread_cond_timedwait takes. */
+struct timespec ddl_deadline_in(int timeout_ms);
 
 /* ddl_write_full / ddl_read_full: transfer exactly len bytes, retrying on
  * EINTR and short transfers (blocking descriptors).  read_full returns -1
