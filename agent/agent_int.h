@@ -36,6 +36,10 @@
 #include "proto.h"
 #include "world.h"
 
+/* A node cut off alone by a partition asks the others to take it back for
+ * this long, then its ranks stop. */
+#define DDL_CUT_OFF_WAIT_S 60
+
 enum { CONN_UNIX, CONN_TCP_NEW, CONN_PEER, CONN_LEADER };
 
 #define HELLO_TIMEOUT_MS 5000  /* a TCP connection that has not authenticated is dropped */
@@ -192,6 +196,9 @@ struct agent {
     int64_t rejoin_at;      /* follower: ask the old leader again then (it was deciding) */
     uint32_t rejoin_tries;
     int refused;            /* connect_to: the leader's ERROR code, 0: none */
+    int64_t cut_until;      /* cut off by a partition (alone, a minority): asking the
+                             * other nodes to take this one back until then; 0: not */
+    int ask_quiet;          /* connect_to: a failure is logged at debug level */
     int64_t grow_ck;        /* leader: a shrunk world grows at the first checkpoint after
                              * this step (-2: no growth pending) */
     int64_t grow_at;        /* leader: the next look at DIR/latest for it, 0: none */
@@ -287,6 +294,7 @@ void handle_failure(agent_t *a, conn_t *c, const ddl_msg_t *m);
 void retake(agent_t *a, conn_t *c);                      /* a lost node's agent came back */
 int majority(const agent_t *a, char *why, size_t len);   /* the nodes left may go on */
 void members_now(agent_t *a);                             /* the nodes left are the members */
+void step_down(agent_t *a);                               /* a leader cut off leads no more */
 void grow_arm(agent_t *a);                               /* growth possible: wait for a checkpoint */
 void grow_check(agent_t *a);                             /* grow a shrunk world when due */
 

@@ -26,6 +26,7 @@
 #define ASK_LEADER_MS 1000 /* asking the old leader again: to connect, as long for its answer */
 #define REJOIN_WAIT_MS 250 /* between two asks while the leader decides */
 #define REJOIN_TRIES 40    /* asks before giving up (10 s) */
+#define CUT_ASK_MS 1000    /* a node cut off: between two rounds of asks */
 
 /* hostport_ok: "" or "IPv4:port" (what ROSTER, PEER_AUTH and the leader's
  * address may hold). */
@@ -224,7 +225,8 @@ int connect_to(agent_t *a, const char *addr, int timeout_ms)
     }
     int fd = ddl_tcp_connect(addr, timeout_ms, &err);
     if (fd < 0) {
-        ddl_error("node %u: cannot reach the leader agent: %s", o->node_id, err.text);
+        ddl_log(a->ask_quiet ? DDL_LOG_DEBUG : DDL_LOG_ERROR,
+                "node %u: cannot reach the leader agent: %s", o->node_id, err.text);
         return -1;
     }
     if (o->supervise && a->listen_fd < 0) {
@@ -258,9 +260,10 @@ int connect_to(agent_t *a, const char *addr, int timeout_ms)
     memcpy(m.u.peer_auth.nonce, nonce, sizeof nonce);
     memcpy(m.u.peer_auth.mac, mac, sizeof mac);
     if (ddl_proto_send(fd, &m) < 0 || ddl_proto_recv(fd, &m, timeout_ms, &err) < 0) {
-        ddl_error("node %u: the agent at %s did not authenticate this node: %s (not the leader "
-                  "of step %s, or another secret)", o->node_id, addr,
-                  errno == EPROTO || errno == ETIMEDOUT ? err.text : strerror(errno), o->step);
+        ddl_log(a->ask_quiet ? DDL_LOG_DEBUG : DDL_LOG_ERROR,
+                "node %u: the agent at %s did not authenticate this node: %s (not the leader "
+                "of step %s, or another secret)", o->node_id, addr,
+                errno == EPROTO || errno == ETIMEDOUT ? err.text : strerror(errno), o->step);
         close(fd);
         return -1;
     }
@@ -568,12 +571,93 @@ static int ask_leader(agent_t *a)
     return 0;
 }
 
-/* rejoin: the time to ask the old leader again has come. */
+/* step_down: this leader found itself cut off, alone (majority(),
+ * recovery.c): it leads no more.  Its listening socket closes (connect_to
+ * opens another), links not yet authenticated go, no decision is pending. */
+void step_down(agent_t *a)
+{
+    a->leader = 0;
+    a->up = NULL;
+    a->decide_at = a->takeover_until = a->grow_at = 0;
+    a->grow_ck = -2;
+    for (size_t i = a->nconns; i-- > 0;)
+        if (a->conns[i]->kind != CONN_UNIX)
+            conn_drop(a, i);
+    if (a->tfd_ev)
+        ddl_ev_fd_remove(a->tfd_ev);
+    a->tfd_ev = NULL;
+    if (a->tfd >= 0)
+        close(a->tfd);
+    a->tfd = -1;
+}
+
+/* ask_back: a node cut off asks the others, lowest first, to take it back:
+ * the leader of the rest welcomes it (and takes it back as a spare, as a
+ * node that froze and resumed), or says to ask again, or refuses (its
+ * ranks stop); the others do not answer.  Asks again every CUT_ASK_MS,
+ * until cut_until; when every node refuses the connection, their agents
+ * are gone: the step ended there, and so do this node's ranks. */
+static void ask_back(agent_t *a)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    int asked = 0, gone = 0;
+    char why[300];
+    if (ddl_now_ms() >= a->cut_until) {
+        a->cut_until = 0;
+        snprintf(why, sizeof why, "no other node of the step took this one back within %d s "
+                 "of the cut", DDL_CUT_OFF_WAIT_S);
+        stop_here(a, why);
+        return;
+    }
+    a->ask_quiet = 1;
+    for (uint32_t n = 0; n < o->nnodes; n++) {
+        if (n == o->node_id || !a->roster[n][0])
+            continue;
+        char addr[sizeof a->roster[0]];
+        snprintf(addr, sizeof addr, "%s", a->roster[n]);
+        asked++;
+        errno = 0;
+        if (connect_to(a, addr, ASK_LEADER_MS) == 0) {
+            a->ask_quiet = 0;
+            a->cut_until = 0;
+            ddl_warn("generation %u: node %u reaches the leader agent (node %u, %s) again: the "
+                     "partition healed", a->gen, o->node_id, a->leader_node, addr);
+            return;
+        }
+        gone += errno == ECONNREFUSED;
+        if (a->refused == EAGAIN || a->refused == EEXIST) {
+            a->ask_quiet = 0;
+            a->rejoin_at = ddl_now_ms() + REJOIN_WAIT_MS;
+            return;
+        }
+        if (a->refused) {
+            a->ask_quiet = 0;
+            a->cut_until = 0;
+            snprintf(why, sizeof why, "the leader agent at %s did not take this node back", addr);
+            stop_here(a, why);
+            return;
+        }
+    }
+    a->ask_quiet = 0;
+    if (asked && gone == asked) {
+        a->cut_until = 0;
+        stop_here(a, "every other node refuses connections: the step's agents there are gone");
+        return;
+    }
+    a->rejoin_at = ddl_now_ms() + CUT_ASK_MS;
+}
+
+/* rejoin: the time to ask the old leader again, or (cut off) the others,
+ * has come. */
 void rejoin(agent_t *a)
 {
     a->rejoin_at = 0;
     if (a->final || a->up || a->leader)
         return;
+    if (a->cut_until) {
+        ask_back(a);
+        return;
+    }
     a->ask_old_leader = 1;
     takeover(a);
 }

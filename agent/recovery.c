@@ -233,6 +233,50 @@ void members_now(agent_t *a)
         a->member[n] = present(a, n);
 }
 
+/* alone: no other node answers this leader. */
+static int alone(const agent_t *a)
+{
+    for (uint32_t n = 0; n < a->opts->nnodes; n++)
+        if (n != a->opts->node_id && present(a, n))
+            return 0;
+    return 1;
+}
+
+/* cut_off: this leader has no majority and no other node: it is likely cut
+ * off from the rest by a partition that may heal.  Its ranks stop and its
+ * tasks wait as a spare's (a generation of its own in which this node holds
+ * no rank, never sent to anyone), it leads no more, and it asks the other
+ * nodes to take it back (ask_back, links.c) for DDL_CUT_OFF_WAIT_S. */
+static void cut_off(agent_t *a, const char *line, const char *minority)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    uint32_t *map = malloc(o->nnodes * sizeof *map);
+    if (!map) {
+        stop_here(a, minority);
+        return;
+    }
+    memcpy(map, a->w.node_rank, o->nnodes * sizeof *map);
+    map[o->node_id] = NO_RANK;
+    ddl_msg_t m = {.type = DDL_MSG_GENERATION};
+    typeof(m.u.generation) *g = &m.u.generation;
+    char cause[1200], master[64] = "";
+    g->gen = a->gen + 1;
+    g->action = DDL_GEN_RESTART;
+    g->nnodes = o->nnodes;
+    g->node_rank = map;
+    g->master = master_of(a, map, master, sizeof master);
+    snprintf(cause, sizeof cause, "generation %u: %s; %s: node %u waits to be taken back (up to "
+             "%d s), its tasks as a spare's", a->gen, line, minority, o->node_id,
+             DDL_CUT_OFF_WAIT_S);
+    g->cause = cause;
+    ddl_error("%s", cause);
+    step_down(a);
+    apply_generation(a, &m);
+    free(map);
+    a->cut_until = ddl_now_ms() + DDL_CUT_OFF_WAIT_S * 1000;
+    a->rejoin_at = ddl_now_ms() + 1000;
+}
+
 /* decide: the leader, once the failure window has passed: the policy's
  * decision on the cause, the next world if a node is lost, the summary
  * file, and GENERATION to every agent. */
@@ -261,8 +305,13 @@ void decide(agent_t *a)
     }
     ddl_decision_t d;
     ddl_policy_decide(&a->pcfg, &a->pol, f->cls, f->wstatus, ck, map != NULL, &d);
-    if (minority[0] && !d.restart)
+    if (minority[0] && !d.restart) {
+        if (alone(a) && a->roster && o->supervise) { /* nothing to tell anyone */
+            cut_off(a, line, minority);
+            return;
+        }
         d.why = minority;
+    }
     drain_no_restart(a, &d); /* a step that stops on request is not restarted */
     g->gen = d.restart ? a->gen + 1 : a->gen;
     g->action = d.restart ? DDL_GEN_RESTART : DDL_GEN_STOP;
@@ -289,7 +338,7 @@ void decide(agent_t *a)
     }
     g->cause = cause;
     ddl_error("%s", cause);
-    if (a->ckpt_dir && *a->ckpt_dir) {
+    if (a->ckpt_dir && *a->ckpt_dir && !minority[0]) { /* the other side's to write */
         ddl_fail_summary_t s = {
             .step = o->step,
             .gen = f->gen,

@@ -214,8 +214,8 @@ INTEGRATION_TESTS += tests/integration/t0042-slurm-comeback.t
 tests/integration/t0042-slurm-comeback.log: tests/integration/t0039-slurm-warm.log
 
 # A network partition under srun --ddl (3 nodes): the majority side trains
-# on, the cut-off node forms no world of its own.  One cluster at a time:
-# after t0042.
+# on, the cut-off node forms no world of its own and is taken back when the
+# cut heals.  One cluster at a time: after t0042.
 INTEGRATION_TESTS += tests/integration/t0043-slurm-partition.t
 tests/integration/t0043-slurm-partition.log: tests/integration/t0042-slurm-comeback.log
 EXTRA_DIST += tests/slurm/lib-cluster.sh

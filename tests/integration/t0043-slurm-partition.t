@@ -1,15 +1,17 @@
 #!/bin/sh
-# t0043-slurm-partition: a network partition under `srun --ddl` on the
-# 3-node namespace cluster: fmnist-train, 2 tasks per node,
+# t0043-slurm-partition: a network partition that heals, under `srun --ddl`
+# on the 3-node namespace cluster: fmnist-train, 2 tasks per node,
 # --ddl-min-nodes=1 (a world of one node would be allowed); after the first
 # checkpoint n3 and the other nodes stop reaching each other, both ways and
 # silently (the host, so slurmctld and srun, still reaches every node).  Each
 # side sees the other lost.  n1-n2, 2 of the step's 3 nodes, shrink the
 # world and train on; n3, which takes over as the leader of its side, has 1
 # of 3: it forms no world of its own (two worlds would train apart and write
-# the same checkpoints) and its tasks stop with 93.  Then the partition
-# heals; the step's training ends on 4 ranks, which agree.  Skips like t0015
-# (root, Slurm, plugin, fmnist and its data).
+# the same checkpoints); its tasks wait as a spare's and it asks the others
+# to take it back.  The partition heals: n1 takes n3 back as a spare and the
+# world grows back to 6 ranks at the next checkpoint; the final weights are
+# those of a plain 6-rank step resumed from that checkpoint, bit for bit.
+# Skips like t0015 (root, Slurm, plugin, fmnist and its data).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 . "$top_srcdir/tests/slurm/lib-cluster.sh"
 DATA=${DDL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
@@ -23,7 +25,7 @@ export UCX_TLS=tcp,self DDL_ALLREDUCE_ALGO=ring
 unset MASTER_ADDR MASTER_PORT DDL_CKPT_LOCAL_DIR DDL_CKPT_SHARED_EVERY DDL_NODE_RETAKES
 CK=/var/tmp/ddl-ck.$$
 trap 'sh "$CLUSTER" heal "$CL_DIR" n3 >/dev/null 2>&1; sh "$CLUSTER" stop "$CL_DIR" >/dev/null 2>&1; rm -rf "$CK"*; t_cleanup' EXIT
-ARGS="--epochs 1 --limit 6000 --checkpoint-every 10 --pace 100"
+ARGS="--epochs 1 --limit 12000 --checkpoint-every 10 --pace 100 --checkpoint-keep -1"
 
 ck="$CK-cut"
 # shellcheck disable=SC2086 # ARGS: several words
@@ -37,21 +39,40 @@ sh "$CLUSTER" cut "$CL_DIR" n3
 # that never come), or 30 s
 i=0
 while [ $((i += 1)) -lt 300 ] && ! { grep -q "shrunk to 2 nodes" "$T_TMP/cut.err" &&
-    grep -q "does not go on alone" "$T_TMP/cut.err"; }; do
+    grep -q "waits to be taken back" "$T_TMP/cut.err"; }; do
     sleep 0.1
 done
+sleep 2 # n3 asks in vain for a while
 sh "$CLUSTER" heal "$CL_DIR" n3
 wait $run
-t_status $? 93 "n3 cut off from n1-n2 after the first checkpoint: srun exits 93 (n3's tasks)" \
+t_status $? 0 "n3 cut off from n1-n2 after the first checkpoint, then healed: srun exits 0" \
     "$T_TMP/cut.err"
 t_like "$T_TMP/cut.err" "generation 0: node 2 \(n3\): its agent was silent for [0-9.]+ s .*\[node-lost\]; restart 1 of 2: generation 1 \(shrunk to 2 nodes, 4 ranks: no spare node left\)" \
     "... n1, the leader, finds n3 lost and shrinks the world to n1-n2"
 t_like "$T_TMP/cut.err" "node 2 \(n3\) takes over as the leader" "... n3 finds the leader lost and leads its side"
-t_like "$T_TMP/cut.err" "generation 0: node 0 \(n1\): the leader's agent .*\[node-lost\]; stopping the step \(exit status 93\): only 1 of the step's 3 nodes answer \(node 2\): this side may be cut off from the others by a network partition, and does not go on alone" \
-    "... but with 1 of the 3 nodes forms no world: its tasks stop"
+t_like "$T_TMP/cut.err" "generation 0: node 0 \(n1\): the leader's agent .*\[node-lost\]; only 1 of the step's 3 nodes answer \(node 2\): this side may be cut off from the others by a network partition, and does not go on alone: node 2 waits to be taken back" \
+    "... but with 1 of the 3 nodes forms no world: it waits to be taken back"
 t_is "$(grep -c "shrunk to 1 node" "$T_TMP/cut.err")" 0 "... no world of n3 alone (no second world training apart)"
-t_is "$(t_checksums "$T_TMP/cut.out" | cut -d' ' -f1)" 4 "... the training ends on n1-n2's 4 ranks, which agree"
-t_like "$T_TMP/cut.out" "^final test accuracy: " "... and reaches its end"
+t_like "$T_TMP/cut.err" "node 2 reaches the leader agent \(node 0, [0-9.:]+\) again: the partition healed" \
+    "... the partition heals: n3 reaches n1 again"
+t_like "$T_TMP/cut.err" "node 2 \(n3\) came back after a loss: taken back as a spare \(1 of DDL_NODE_RETAKES=2\)" \
+    "... n1 takes n3 back as a spare"
+t_like "$T_TMP/cut.err" "the world grows back to 3 nodes, 6 ranks \(node 2 \(n3\) taken back\): generation 2 resumes from the checkpoint of step [0-9]+" \
+    "... and the world grows back at the next checkpoint, within the same srun"
+t_is "$(t_checksums "$T_TMP/cut.out" | cut -d' ' -f1)" 6 "... the step ends on 6 ranks, which agree"
+t_is "$(ls "$ck" | grep -c '^failure-gen0')" 1 "... one failure summary for generation 0 (n1's: n3 writes none)"
+
+# the same world from the grow's checkpoint on, without a failure
+s=$(sed -n 's/.*the world grows back.*resumes from the checkpoint of step \([0-9]*\)$/\1/p' "$T_TMP/cut.err" | head -n 1)
+mkdir -p "$CK-ref"
+cp -r "$ck/step-$(printf %08d "${s:-0}")" "$CK-ref/" 2>/dev/null
+echo "${s:-0}" >"$CK-ref/latest"
+# shellcheck disable=SC2086
+timeout -k 5 240 srun --mpi=pmix -N3 --ntasks-per-node=2 --ddl --ddl-checkpoint-dir="$CK-ref" \
+    -J "$T_TOKEN" "$FMNIST" $ARGS --checkpoint-dir "$CK-ref" >"$T_TMP/ref.out" 2>"$T_TMP/ref.err"
+t_status $? 0 "a plain 6-rank step resumed from the grow's checkpoint (step ${s:-?}): exits 0" "$T_TMP/ref.err"
+t_is "$(t_checksums "$T_TMP/cut.out")" "$(t_checksums "$T_TMP/ref.out")" \
+    "... with the weights of the step that grew back, bit for bit"
 
 i=0
 while [ $((i += 1)) -lt 100 ] &&
