@@ -620,8 +620,8 @@ static void ask_back(agent_t *a)
         if (connect_to(a, addr, ASK_LEADER_MS) == 0) {
             a->ask_quiet = 0;
             a->cut_until = 0;
-            ddl_warn("generation %u: node %u reaches the leader agent (node %u, %s) again: the "
-                     "partition healed", a->gen, o->node_id, a->leader_node, addr);
+            ddl_warn("generation %u: node %u reaches the step's leader agent (node %u, %s): "
+                     "linked again", a->gen, o->node_id, a->leader_node, addr);
             return;
         }
         gone += errno == ECONNREFUSED;

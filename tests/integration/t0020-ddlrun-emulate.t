@@ -22,7 +22,8 @@
 #  4. node1 killed without a spare, --min-nodes 1: the world shrinks to 2
 #     ranks, the run completes with a sane accuracy;
 #  5. node0, the leader's node, frozen with --spares 1: node1 takes over as
-#     the leader, node2 replaces node0, same weights; node1 killed without
+#     the leader, node2 replaces node0, same weights; node0 resumes, alone:
+#     it forms no world and is taken back as a spare; node1 killed without
 #     a spare or --min-nodes: exit 93; a rank's ddl-launch killed: the
 #     step stops (its status, 137, is the highest), class supervisor-lost;
 #  6. every worker killed during async checkpoints: the restart resumes from
@@ -211,13 +212,29 @@ t_like "$T_TMP/shrink.err" "generation 1 \(shrunk to 1 node, 2 ranks: no spare n
 clean shrink
 
 # --- 5. the leader's node lost -------------------------------------------------------
-crash leader STOP 0 --spares 1
-t_status $? 0 "leader: node0 (the leader's node) frozen: the step finishes (exit 0)" "$T_TMP/leader.err"
+# node0 frozen until node1 has put the spare in its place, then resumed:
+# its agent finds itself alone (1 of 3 nodes, no majority), forms no
+# world, and asks to be taken back: node1 takes it as a spare.
+FARGS="--pace 20"
+train leader --spares 1
+FARGS=""
+t_wait_file "$ck/latest" 120
+g=$(node 0)
+[ -n "$g" ] && kill -s STOP -- "-$g"
+i=0
+while [ $((i += 1)) -lt 300 ] && ! grep -q "in place of node 0" "$T_TMP/leader.err"; do sleep 0.1; done
+[ -n "$g" ] && kill -s CONT -- "-$g"
+wait $run
+t_status $? 0 "leader: node0 (the leader's node) frozen, then resumed: the step finishes (exit 0)" "$T_TMP/leader.err"
 t_is "$(crc leader)" "$want" "... with the weights of the baseline"
 t_like "$T_TMP/leader.err" "node 1 \(node1\) takes over as the leader" "... node1, the lowest live node, leads"
 t_like "$T_TMP/leader.err" "node 2 follows node 1" "... node2 follows it"
 t_like "$T_TMP/leader.err" "node 0 \(node0\): the leader's agent was silent for [0-9.]+ s \(allowed [0-9.]+ s, node timeout 2.0 s\) \[node-lost\]; restart 1 of 2: generation 1 \(spare node 2, node2, in place of node 0\)" \
     "... and restarts with the spare in node0's place"
+t_like "$T_TMP/leader.err" "only 1 of the step's 3 nodes answer \(node 0\): .*: node 0 waits to be taken back" \
+    "... node0 resumes alone: no world of its own, it waits"
+t_like "$T_TMP/leader.err" "node 0 \(node0\) came back after a loss: taken back as a spare \(1 of DDL_NODE_RETAKES=2\)" \
+    "... node1 takes the old leader's node back as a spare"
 clean leader
 
 crash nospare KILL 1

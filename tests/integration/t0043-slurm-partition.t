@@ -53,7 +53,7 @@ t_like "$T_TMP/cut.err" "node 2 \(n3\) takes over as the leader" "... n3 finds t
 t_like "$T_TMP/cut.err" "generation 0: node 0 \(n1\): the leader's agent .*\[node-lost\]; only 1 of the step's 3 nodes answer \(node 2\): this side may be cut off from the others by a network partition, and does not go on alone: node 2 waits to be taken back" \
     "... but with 1 of the 3 nodes forms no world: it waits to be taken back"
 t_is "$(grep -c "shrunk to 1 node" "$T_TMP/cut.err")" 0 "... no world of n3 alone (no second world training apart)"
-t_like "$T_TMP/cut.err" "node 2 reaches the leader agent \(node 0, [0-9.:]+\) again: the partition healed" \
+t_like "$T_TMP/cut.err" "node 2 reaches the step's leader agent \(node 0, [0-9.:]+\): linked again" \
     "... the partition heals: n3 reaches n1 again"
 t_like "$T_TMP/cut.err" "node 2 \(n3\) came back after a loss: taken back as a spare \(1 of DDL_NODE_RETAKES=2\)" \
     "... n1 takes n3 back as a spare"
