@@ -145,6 +145,21 @@ static char *master_of(const agent_t *a, const uint32_t *map, char *buf, size_t 
     return buf;
 }
 
+/* restart_msg: GENERATION restart into generation gen with world map
+ * (nnodes entries, still owned by the caller) and its MASTER_ADDR in
+ * master (len bytes); the caller sets the cause. */
+static ddl_msg_t restart_msg(const agent_t *a, uint32_t gen, uint32_t *map, char *master,
+                             size_t len)
+{
+    ddl_msg_t m = {.type = DDL_MSG_GENERATION};
+    m.u.generation.gen = gen;
+    m.u.generation.action = DDL_GEN_RESTART;
+    m.u.generation.nnodes = a->opts->nnodes;
+    m.u.generation.node_rank = map;
+    m.u.generation.master = master_of(a, map, master, len);
+    return m;
+}
+
 /* new_world: the world without the lost nodes (node `lost` and any other
  * marked lost): ddl_world_replace with the spares whose agents are linked
  * (or this one); says what changed in `what` (" (spare node S, HOST, in
@@ -257,18 +272,12 @@ static void cut_off(agent_t *a, const char *line, const char *minority)
     }
     memcpy(map, a->w.node_rank, o->nnodes * sizeof *map);
     map[o->node_id] = NO_RANK;
-    ddl_msg_t m = {.type = DDL_MSG_GENERATION};
-    typeof(m.u.generation) *g = &m.u.generation;
     char cause[1200], master[64] = "";
-    g->gen = a->gen + 1;
-    g->action = DDL_GEN_RESTART;
-    g->nnodes = o->nnodes;
-    g->node_rank = map;
-    g->master = master_of(a, map, master, sizeof master);
+    ddl_msg_t m = restart_msg(a, a->gen + 1, map, master, sizeof master);
     snprintf(cause, sizeof cause, "generation %u: %s; %s: node %u waits to be taken back (up to "
              "%d s), its tasks as a spare's", a->gen, line, minority, o->node_id,
              DDL_CUT_OFF_WAIT_S);
-    g->cause = cause;
+    m.u.generation.cause = cause;
     ddl_error("%s", cause);
     step_down(a);
     apply_generation(a, &m);
@@ -465,14 +474,9 @@ void grow_check(agent_t *a)
                                      used ? ", " : "", n,
                                      n == o->node_id ? a->host : a->peers[n].host);
     }
-    ddl_msg_t m = {.type = DDL_MSG_GENERATION};
-    typeof(m.u.generation) *g = &m.u.generation;
     char cause[700], master[64] = "";
-    g->gen = a->gen + 1;
-    g->action = DDL_GEN_RESTART;
-    g->nnodes = o->nnodes;
-    g->node_rank = map;
-    g->master = master_of(a, map, master, sizeof master);
+    ddl_msg_t m = restart_msg(a, a->gen + 1, map, master, sizeof master);
+    typeof(m.u.generation) *g = &m.u.generation;
     snprintf(cause, sizeof cause, "generation %u: the world grows back to %u node%s, %u ranks "
              "(%s taken back): generation %u resumes from the checkpoint of step %lld", a->gen,
              active, active == 1 ? "" : "s", active * a->w.tpn, what, g->gen, (long long)ck);
@@ -508,17 +512,11 @@ void retake(agent_t *a, conn_t *c)
                  "(%u of DDL_NODE_RETAKES=%u)", a->gen, node, a->peers[node].host,
                  a->retaken[node], o->node_retakes);
     /* the world as it is: its workers stop, its tasks wait as a spare's */
-    ddl_msg_t m = {.type = DDL_MSG_GENERATION};
-    typeof(m.u.generation) *g = &m.u.generation;
     char cause[300], master[64] = "";
-    g->gen = a->gen;
-    g->action = DDL_GEN_RESTART;
-    g->nnodes = o->nnodes;
-    g->node_rank = a->w.node_rank;
-    g->master = master_of(a, a->w.node_rank, master, sizeof master);
+    ddl_msg_t m = restart_msg(a, a->gen, a->w.node_rank, master, sizeof master);
     snprintf(cause, sizeof cause, "generation %u: node %u (%s) is taken back as a spare after "
              "a loss", a->gen, node, a->peers[node].host);
-    g->cause = cause;
+    m.u.generation.cause = cause;
     conn_queue(c, &m);
     grow_arm(a);
 }

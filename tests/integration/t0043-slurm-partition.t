@@ -63,14 +63,7 @@ t_is "$(t_checksums "$T_TMP/cut.out" | cut -d' ' -f1)" 6 "... the step ends on 6
 t_is "$(ls "$ck" | grep -c '^failure-gen0')" 1 "... one failure summary for generation 0 (n1's: n3 writes none)"
 
 # the same world from the grow's checkpoint on, without a failure
-s=$(sed -n 's/.*the world grows back.*resumes from the checkpoint of step \([0-9]*\)$/\1/p' "$T_TMP/cut.err" | head -n 1)
-mkdir -p "$CK-ref"
-cp -r "$ck/step-$(printf %08d "${s:-0}")" "$CK-ref/" 2>/dev/null
-echo "${s:-0}" >"$CK-ref/latest"
-# shellcheck disable=SC2086
-timeout -k 5 240 srun --mpi=pmix -N3 --ntasks-per-node=2 --ddl --ddl-checkpoint-dir="$CK-ref" \
-    -J "$T_TOKEN" "$FMNIST" $ARGS --checkpoint-dir "$CK-ref" >"$T_TMP/ref.out" 2>"$T_TMP/ref.err"
-t_status $? 0 "a plain 6-rank step resumed from the grow's checkpoint (step ${s:-?}): exits 0" "$T_TMP/ref.err"
+cl_grown_ref "$T_TMP/cut.err" "$ck" "$CK-ref"
 t_is "$(t_checksums "$T_TMP/cut.out")" "$(t_checksums "$T_TMP/ref.out")" \
     "... with the weights of the step that grew back, bit for bit"
 

@@ -11,6 +11,10 @@
 #   cl_crash NODE [silent]    crash a node (cluster.sh crash)
 #   on_node NODE CMD...       CMD inside node NODE (net, mount, uts namespaces)
 #   cl_procs NAME             processes named NAME on the nodes that are up
+#   cl_grown_ref ERR CK REF   a plain step of 3 nodes x 2 tasks resumed from a copy
+#                             (in REF) of CK's checkpoint at which the world grew
+#                             back (ERR says which): fmnist-train $ARGS, output in
+#                             $T_TMP/ref.out and ref.err; checks its exit status
 #
 # The EXIT trap stops the cluster; lib.sh's t_cleanup runs after it.
 
@@ -119,4 +123,17 @@ cl_procs() {
         p=$(slurmd_pid "n$n")
         [ -n "$p" ] && [ -d "/proc/$p" ] && pgrep --ns "$p" --nslist net -x "$1"
     done | wc -l
+}
+
+cl_grown_ref() {
+    s=$(sed -n 's/.*the world grows back.*resumes from the checkpoint of step \([0-9]*\)$/\1/p' "$1" |
+        head -n 1)
+    mkdir -p "$3"
+    cp -r "$2/step-$(printf %08d "${s:-0}")" "$3/" 2>/dev/null
+    echo "${s:-0}" >"$3/latest"
+    # shellcheck disable=SC2086 # ARGS: several words
+    timeout -k 5 240 srun --mpi=pmix -N3 --ntasks-per-node=2 --ddl --ddl-checkpoint-dir="$3" \
+        -J "$T_TOKEN" "$FMNIST" $ARGS --checkpoint-dir "$3" >"$T_TMP/ref.out" 2>"$T_TMP/ref.err"
+    t_status $? 0 "a plain 6-rank step resumed from the grow's checkpoint (step ${s:-?}): exits 0" \
+        "$T_TMP/ref.err"
 }
