@@ -705,6 +705,18 @@ static int keep_warm(sup_t *s)
     return 1;
 }
 
+/* supersedes: GENERATION g replaces this task's decision not yet carried
+ * out: a restart still waiting (its backoff, a spare's activation), and g
+ * a later generation's or a stop.  A node taken back after a loss gets the
+ * leader's current generation while its tasks wait to restart into an
+ * older one: that restart would join a generation that is over. */
+static int supersedes(const sup_t *s, const ddl_msg_t *m)
+{
+    const typeof(m->u.generation) *g = &m->u.generation;
+    return s->decided && s->action == DDL_GEN_RESTART &&
+           (g->gen > s->next_gen || g->action != DDL_GEN_RESTART);
+}
+
 /* agent_msg: read what the agent says; -1 when the link is gone. */
 static int agent_msg(sup_t *s, int grace_ms)
 {
@@ -712,8 +724,11 @@ static int agent_msg(sup_t *s, int grace_ms)
     ddl_error_t err;
     if (ddl_proto_recv(agent_fd, &m, 1000, &err) < 0)
         return -1;
-    if (m.type == DDL_MSG_GENERATION && !s->decided) {
+    if (m.type == DDL_MSG_GENERATION && (!s->decided || supersedes(s, &m))) {
         typeof(m.u.generation) *g = &m.u.generation;
+        if (s->decided)
+            ddl_info("rank %ld: generation %u's decision replaces the restart into generation %u "
+                     "not yet carried out", rank, g->gen, s->next_gen);
         s->decided = 1;
         s->action = g->action;
         s->code = g->code;

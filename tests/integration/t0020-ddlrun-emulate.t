@@ -418,6 +418,16 @@ i=0
 while [ $((i += 1)) -lt 300 ] && [ "$(leader "the world grows back to" heir)" -lt 1 ]; do sleep 0.1; done
 hold 0 "shrunk to 2 nodes" 2
 hold 2 "shrunk to 1 node" 1
+# node2's agent resumes first and is taken back, its tasks later: they find
+# the leader's current generation waiting beside their own restart into
+# the generation that node2 missed, whose backoff is over (the newer
+# decision must replace it)
+kill -s CONT "$g"
+i=0
+while [ $((i += 1)) -lt 300 ] && [ "$(leader "came back after a loss, 2 times" heir)" -lt 1 ]; do
+    sleep 0.1
+done
+sleep 0.5
 kill -s CONT -- "-$g"
 i=0
 while [ $((i += 1)) -lt 300 ] && [ "$(leader "never given ranks\|grows back to" heir)" -lt 2 ]; do sleep 0.1; done
@@ -430,6 +440,9 @@ t_like "$T_TMP/heir.err" "generation [0-9]+: node 2 \(node2\) came back after a 
     "... node2's second return, to node1, counts the first: never given ranks"
 t_is "$(leader "the world grows back to" heir)" 1 "... the world grew back once"
 t_is "$(crc heir | cut -d' ' -f1)" 2 "... the run ends on 2 ranks, which agree"
+last=$(sed -n 's/.*: generation \([0-9]*\) (shrunk to 1 node.*/\1/p' "$T_TMP/heir.err" | head -n 1)
+t_is "$(grep -c "task [45]: its node holds no rank in generation ${last:-?}: the task waits as a spare" \
+    "$T_TMP/heir.err")" 2 "... node2's tasks wait as a spare's in generation ${last:-?}: the newer decision replaced their pending restart"
 clean heir
 
 # bad input to the pieces ddlrun --emulate starts
