@@ -25,7 +25,7 @@ export UCX_TLS=tcp,self DDL_ALLREDUCE_ALGO=ring
 unset MASTER_ADDR MASTER_PORT DDL_CKPT_LOCAL_DIR DDL_CKPT_SHARED_EVERY DDL_NODE_RETAKES
 CK=/var/tmp/ddl-ck.$$
 trap 'sh "$CLUSTER" heal "$CL_DIR" n3 >/dev/null 2>&1; sh "$CLUSTER" stop "$CL_DIR" >/dev/null 2>&1; rm -rf "$CK"*; t_cleanup' EXIT
-ARGS="--epochs 1 --limit 12000 --checkpoint-every 10 --pace 100 --checkpoint-keep -1"
+ARGS="--epochs 1 --limit 24000 --checkpoint-every 10 --pace 100 --checkpoint-keep -1"
 
 ck="$CK-cut"
 # shellcheck disable=SC2086 # ARGS: several words
