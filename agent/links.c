@@ -609,7 +609,6 @@ static void ask_back(agent_t *a)
         stop_here(a, why);
         return;
     }
-    a->ask_quiet = 1;
     for (uint32_t n = 0; n < o->nnodes; n++) {
         if (n == o->node_id || !a->roster[n][0])
             continue;
@@ -617,28 +616,28 @@ static void ask_back(agent_t *a)
         snprintf(addr, sizeof addr, "%s", a->roster[n]);
         asked++;
         errno = 0;
-        if (connect_to(a, addr, ASK_LEADER_MS) == 0) {
-            a->ask_quiet = 0;
+        a->ask_quiet = 1; /* a round of asks in vain is expected: no error each time */
+        int linked = connect_to(a, addr, ASK_LEADER_MS) == 0;
+        int e = errno;
+        a->ask_quiet = 0;
+        if (linked) {
             a->cut_until = 0;
             ddl_warn("generation %u: node %u reaches the step's leader agent (node %u, %s): "
                      "linked again", a->gen, o->node_id, a->leader_node, addr);
             return;
         }
-        gone += errno == ECONNREFUSED;
+        gone += e == ECONNREFUSED;
         if (a->refused == EAGAIN || a->refused == EEXIST) {
-            a->ask_quiet = 0;
             a->rejoin_at = ddl_now_ms() + REJOIN_WAIT_MS;
             return;
         }
         if (a->refused) {
-            a->ask_quiet = 0;
             a->cut_until = 0;
             snprintf(why, sizeof why, "the leader agent at %s did not take this node back", addr);
             stop_here(a, why);
             return;
         }
     }
-    a->ask_quiet = 0;
     if (asked && gone == asked) {
         a->cut_until = 0;
         stop_here(a, "every other node refuses connections: the step's agents there are gone");

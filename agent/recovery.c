@@ -283,7 +283,7 @@ static void cut_off(agent_t *a, const char *line, const char *minority)
     apply_generation(a, &m);
     free(map);
     a->cut_until = ddl_now_ms() + DDL_CUT_OFF_WAIT_S * 1000;
-    a->rejoin_at = ddl_now_ms() + 1000;
+    a->rejoin_at = ddl_now_ms() + 1000; /* the first round of asks */
 }
 
 /* decide: the leader, once the failure window has passed: the policy's
