@@ -60,7 +60,10 @@ cat >"$T_TMP/job.sh" <<EOF
 srun --mpi=pmix --ddl "$FMNIST" $ARGS --pace $PACE --checkpoint-dir "$CK"
 rc=\$?
 echo "run \${SLURM_RESTART_COUNT:-0}: srun exited \$rc" >>"$LOG"
-[ \$rc -eq 94 ] && scontrol requeue "\$SLURM_JOB_ID"
+if [ \$rc -eq 94 ]; then
+    scontrol requeue "\$SLURM_JOB_ID" 2>>"$LOG.requeue"
+    echo "run \${SLURM_RESTART_COUNT:-0}: scontrol requeue exited \$?" >>"$LOG.requeue"
+fi
 exit \$rc
 EOF
 job=$(sbatch --parsable -N2 --ntasks-per-node=2 --time=2 --signal=USR1@40 --requeue \
@@ -90,14 +93,21 @@ while [ $(($(date +%s) - t_begin)) -lt 720 ]; do
     esac
     sleep 2
 done
-t_diag "$(sed 's/^/runs: /' "$LOG" 2>/dev/null)" "after $(($(date +%s) - t_begin)) s"
+took=$(($(date +%s) - t_begin))
+t_diag "$(sed 's/^/runs: /' "$LOG" 2>/dev/null)" "after $took s"
+why=""
 if ! grep -q 'exited 0$' "$LOG" 2>/dev/null; then
     sed 's/^/# job state: /' "$STATES"
     grep -E "JobId=$job([^0-9]|$)" "$CL_DIR/log/slurmctld.log" | tail -n 20 | sed 's/^/# slurmctld: /'
-    grep -E "^(srun|slurmstepd|scontrol)" "$T_TMP/job.out" | tail -n 10 | sed 's/^/# job.out: /'
+    grep -E "^(srun|slurmstepd|scontrol|ddl-agent|ddl-launch)" "$T_TMP/job.out" | tail -n 10 | sed 's/^/# job.out: /'
+    sinfo -R -h 2>/dev/null | sed 's/^/# sinfo -R: /'
+    # the check's own line says what happened (CI shows only those): the
+    # runs, the job's last states, and any node Slurm took out of service
+    why=" (after ${took} s; runs: $(sed 's/^run //' "$LOG" 2>/dev/null | tr '\n' ';');"
+    why="$why states: $(tail -n 3 "$STATES" | tr '\n' ';'); requeues: $(tr '\n' ';' <"$LOG.requeue" 2>/dev/null); nodes out: $(sinfo -R -h -o '%N %E' 2>/dev/null | tr '\n' ';'))"
 fi
 t_like "$LOG" "^run 0: srun exited 94$" "the first run is stopped by Slurm's SIGUSR1: srun exits 94"
-t_like "$LOG" "^run [1-9][0-9]*: srun exited 0$" "... requeued, the job finishes: srun exits 0"
+t_like "$LOG" "^run [1-9][0-9]*: srun exited 0$" "... requeued, the job finishes: srun exits 0$why"
 scontrol show job "$job" >"$T_TMP/show" 2>&1 || true
 grep -E 'JobState|Restarts' "$T_TMP/show" | sed 's/^/# /'
 
@@ -111,7 +121,7 @@ t_diag "stopped at steps: $stops; resumed from: $resumes"
 nstops=$(echo "$stops" | wc -w)
 t_ok $([ "$nstops" -ge 1 ] && [ "$nstops" -eq "$(grep -c 'exited 94$' "$LOG")" ]; echo $?) \
     "each stopped run committed the checkpoint of the step it stopped at ($nstops)"
-t_is "$resumes" "$stops" "each requeued run resumed from the checkpoint of the previous run's stop"
+t_is "$resumes" "$stops" "each requeued run resumed from the checkpoint of the previous run's stop (stops: ${stops% }; resumes: ${resumes% })"
 t_like "$out" "^checksums: all 4 ranks agree \($(echo "$ref" | awk '{print $2}')\)$" \
     "the last run ends with the weights of the uninterrupted run"
 
