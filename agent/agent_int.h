@@ -36,8 +36,8 @@
 #include "proto.h"
 #include "world.h"
 
-/* A node cut off alone by a partition asks the others to take it back for
- * this long, then its ranks stop. */
+/* A node cut off by a partition (alone, or on the minority side) asks the
+ * others to take it back for this long, then its ranks stop. */
 #define DDL_CUT_OFF_WAIT_S 60
 
 enum { CONN_UNIX, CONN_TCP_NEW, CONN_PEER, CONN_LEADER };
@@ -199,6 +199,7 @@ struct agent {
     int64_t cut_until;      /* cut off by a partition (alone, a minority): asking the
                              * other nodes to take this one back until then; 0: not */
     int ask_quiet;          /* connect_to: a failure is logged at debug level */
+    int gen_local;          /* gen is this node's own (cut off), not the step's */
     int64_t grow_ck;        /* leader: a shrunk world grows at the first checkpoint after
                              * this step (-2: no growth pending) */
     int64_t grow_at;        /* leader: the next look at DIR/latest for it, 0: none */

@@ -125,6 +125,13 @@ static int may_return(const agent_t *a, uint32_t node, char *why, size_t len)
                  "ask again", node);
         return EAGAIN;
     }
+    char minority[300];
+    if (!majority(a, minority, sizeof minority)) {
+        /* a leader on the minority side of a partition steps down: taking
+         * a node of its side back would only pass the lead back and forth */
+        snprintf(why, len, "node %u was lost and this leader has no majority: ask again", node);
+        return EAGAIN;
+    }
     return 0;
 }
 
@@ -495,7 +502,10 @@ void handle_roster(agent_t *a, const ddl_msg_t *m)
             a->retaken[n] = m->u.roster.retaken[n];
         if (n == a->opts->node_id)
             continue;
-        snprintf(a->roster[n], sizeof a->roster[n], "%s", m->u.roster.addr[n]);
+        /* a lost node's address (sent empty) is kept: cut off by a
+         * partition, this node asks every known address to take it back */
+        if (m->u.roster.addr[n][0] || !a->roster[n][0])
+            snprintf(a->roster[n], sizeof a->roster[n], "%s", m->u.roster.addr[n]);
         if (m->u.roster.lost) {
             a->lost[n] = m->u.roster.lost[n];
             a->member[n] = !m->u.roster.lost[n];
@@ -571,8 +581,8 @@ static int ask_leader(agent_t *a)
     return 0;
 }
 
-/* step_down: this leader found itself cut off, alone (majority(),
- * recovery.c): it leads no more.  Its listening socket closes (connect_to
+/* step_down: this leader found itself cut off, on the minority side of a
+ * partition (majority(), recovery.c): it leads no more.  Its listening socket closes (connect_to
  * opens another), links not yet authenticated go, no decision is pending. */
 void step_down(agent_t *a)
 {

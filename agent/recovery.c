@@ -92,7 +92,14 @@ void apply_generation(agent_t *a, const ddl_msg_t *m)
         ddl_info("node %u: %s", a->opts->node_id,
                  g->cause ? g->cause : "stop");
     if (g->action == DDL_GEN_RESTART) {
-        if (g->gen <= a->gen) {
+        /* cut off, this node's generation was its own (cut_off): a leader
+         * that takes it back sends the step's, whatever their numbers */
+        int renumber = a->gen_local && !a->leader && g->gen <= a->gen;
+        if (renumber)
+            ddl_info("node %u: leaves its own generation %u for the step's generation %u",
+                     a->opts->node_id, a->gen, g->gen);
+        a->gen_local = 0;
+        if (g->gen <= a->gen && !renumber) {
             if (g->gen < a->gen)
                 ddl_warn("ignoring a restart into generation %u (this step is in %u)", g->gen,
                          a->gen);
@@ -248,20 +255,15 @@ void members_now(agent_t *a)
         a->member[n] = present(a, n);
 }
 
-/* alone: no other node answers this leader. */
-static int alone(const agent_t *a)
-{
-    for (uint32_t n = 0; n < a->opts->nnodes; n++)
-        if (n != a->opts->node_id && present(a, n))
-            return 0;
-    return 1;
-}
-
-/* cut_off: this leader has no majority and no other node: it is likely cut
- * off from the rest by a partition that may heal.  Its ranks stop and its
- * tasks wait as a spare's (a generation of its own in which this node holds
- * no rank, never sent to anyone), it leads no more, and it asks the other
- * nodes to take it back (ask_back, links.c) for DDL_CUT_OFF_WAIT_S. */
+/* cut_off: this leader has no majority: its side is likely cut off from
+ * the rest by a partition that may heal.  Its ranks stop and its tasks wait
+ * as a spare's (a generation of its own in which this node holds no rank,
+ * never sent to anyone), it leads no more, and it asks the other nodes to
+ * take it back (ask_back, links.c) for DDL_CUT_OFF_WAIT_S.  Its followers
+ * on this side, their links closed, choose a leader among themselves
+ * (takeover) that finds no majority either and does the same, until each
+ * node of the minority waits on its own: a node taken back is taken back
+ * alone, as a spare, so none needs the others of its side. */
 static void cut_off(agent_t *a, const char *line, const char *minority)
 {
     const ddl_agent_opts_t *o = a->opts;
@@ -281,6 +283,7 @@ static void cut_off(agent_t *a, const char *line, const char *minority)
     ddl_error("%s", cause);
     step_down(a);
     apply_generation(a, &m);
+    a->gen_local = 1; /* told nobody: a leader taking this node back renumbers it */
     free(map);
     a->cut_until = ddl_now_ms() + DDL_CUT_OFF_WAIT_S * 1000;
     a->rejoin_at = ddl_now_ms() + 1000; /* the first round of asks */
@@ -315,7 +318,7 @@ void decide(agent_t *a)
     ddl_decision_t d;
     ddl_policy_decide(&a->pcfg, &a->pol, f->cls, f->wstatus, ck, map != NULL, &d);
     if (minority[0] && !d.restart) {
-        if (alone(a) && a->roster && o->supervise) { /* nothing to tell anyone */
+        if (a->roster && o->supervise) {
             cut_off(a, line, minority);
             return;
         }

@@ -11,6 +11,7 @@
 # to take it back.  The partition heals: n1 takes n3 back as a spare and the
 # world grows back to 6 ranks at the next checkpoint; the final weights are
 # those of a plain 6-rank step resumed from that checkpoint, bit for bit.
+# Then, on 4 nodes, a minority of two nodes cut off together (below).
 # Skips like t0015 (root, Slurm, plugin, fmnist and its data).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 . "$top_srcdir/tests/slurm/lib-cluster.sh"
@@ -74,4 +75,55 @@ while [ $((i += 1)) -lt 100 ] &&
 done
 t_is "$(cl_procs fmnist-train) $(cl_procs ddl-launch) $(cl_procs ddl-agent)" "0 0 0" \
     "no fmnist-train, ddl-launch or ddl-agent left on the nodes"
+
+# A minority of several nodes: 4 nodes, 1 task each; n3-n4 cut off from
+# n1-n2 together.  n1-n2 are half of the step with the lowest-numbered
+# node: they shrink to 2 ranks and train on.  n3 and n4 still reach each
+# other, but have no majority: n3 takes over on their side, finds 2 of 4
+# without node 0 and steps down; n4, its link closed, takes over and finds
+# itself alone: each waits on its own and asks to be taken back.  Healed,
+# n1 takes both back, one after the other, and the world grows back to 4
+# ranks.  (The weights depend on when each grow happens: only their
+# agreement is checked; the bit-for-bit comparison is the first part's.)
+sh "$CLUSTER" stop "$CL_DIR" >/dev/null 2>&1
+cl_init "/var/tmp/ddl-cluster.$$" 4 'max_restarts = 5
+checkpoint_roots = {"/var/tmp"}'
+cl_start
+trap 'sh "$CLUSTER" heal "$CL_DIR" n3,n4 >/dev/null 2>&1; sh "$CLUSTER" stop "$CL_DIR" >/dev/null 2>&1; rm -rf "$CK"*; t_cleanup' EXIT
+ck="$CK-cut2"
+# shellcheck disable=SC2086 # ARGS: several words
+timeout -k 5 240 srun --mpi=pmix -N4 --ntasks-per-node=1 --ddl --ddl-restarts=4 \
+    --ddl-min-nodes=1 --no-kill --ddl-checkpoint-dir="$ck" -J "$T_TOKEN" \
+    "$FMNIST" $ARGS --checkpoint-dir "$ck" >"$T_TMP/cut2.out" 2>"$T_TMP/cut2.err" &
+run=$!
+t_wait_file "$ck/latest" 90
+sh "$CLUSTER" cut "$CL_DIR" n3,n4
+i=0
+while [ $((i += 1)) -lt 300 ] && ! { grep -q "shrunk to 2 nodes" "$T_TMP/cut2.err" &&
+    [ "$(grep -c "waits to be taken back" "$T_TMP/cut2.err")" -ge 2 ]; }; do
+    sleep 0.1
+done
+sleep 2
+sh "$CLUSTER" heal "$CL_DIR" n3,n4
+wait $run
+t_status $? 0 "n3-n4 cut off together from n1-n2, then healed: srun exits 0" "$T_TMP/cut2.err"
+t_like "$T_TMP/cut2.err" "restart [12] of 4: generation [12] \(shrunk to 2 nodes, 2 ranks: no spare node left\)" \
+    "... n1-n2, half of the nodes with node 0, shrink the world to 2 ranks (n3 and n4 lost at once or one after the other)"
+t_is "$(grep -c "node [01] (n[12]): .*shrunk to" "$T_TMP/cut2.err")" 0 \
+    "... n3-n4 form no world of their own (none after losing n1 or n2)"
+t_like "$T_TMP/cut2.err" "only 2 of the step's 4 nodes answer \(nodes 2, 3\), half of them but not the lowest-numbered: this side may be cut off .*: node 2 waits to be taken back" \
+    "... n3 leads their side, finds 2 of 4 without node 0, and waits to be taken back"
+t_like "$T_TMP/cut2.err" "only [12] of the step's 4 nodes answer \(nodes? [23, ]+\).*: node 3 waits to be taken back" \
+    "... n4, its link to n3 closed, leads alone and waits too"
+t_like "$T_TMP/cut2.err" "node 2 \(n3\) came back after a loss: taken back as a spare" "... healed: n1 takes n3 back"
+t_like "$T_TMP/cut2.err" "node 3 \(n4\) came back after a loss: taken back as a spare" "... and n4"
+t_like "$T_TMP/cut2.err" "the world grows back to 4 nodes, 4 ranks" "... and the world grows back to 4 ranks"
+t_is "$(t_checksums "$T_TMP/cut2.out" | cut -d' ' -f1)" 4 "... the step ends on 4 ranks, which agree"
+i=0
+while [ $((i += 1)) -lt 100 ] &&
+    [ "$(cl_procs fmnist-train)$(cl_procs ddl-launch)$(cl_procs ddl-agent)" != 000 ]; do
+    sleep 0.1
+done
+t_is "$(cl_procs fmnist-train) $(cl_procs ddl-launch) $(cl_procs ddl-agent)" "0 0 0" \
+    "no fmnist-train, ddl-launch or ddl-agent left on the 4 nodes"
 t_done

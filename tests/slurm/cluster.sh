@@ -14,9 +14,10 @@
 #   cluster.sh freeze|thaw DIR NODE
 #                             SIGSTOP or SIGCONT to every process of NODE: a node
 #                             that hangs, then resumes
-#   cluster.sh cut|heal DIR NODE
-#                             a network partition: NODE and the other nodes stop
-#                             (cut) or start again (heal) reaching each other,
+#   cluster.sh cut|heal DIR NODE[,NODE...]
+#                             a network partition: NODE (or the group) and the
+#                             other nodes stop (cut) or start again (heal)
+#                             reaching each other,
 #                             both ways, silently (routes to nowhere); the host,
 #                             and so slurmctld and srun, still reach every node
 #
@@ -231,13 +232,17 @@ do_signal() {
 
 # do_route add|del: blackhole routes between node NODE and every other node,
 # in both nodes' namespaces
+# do_route add|del: NODE is one node (n3) or a group (n3,n4): routes to
+# nowhere between each node of the group and each node outside it.
 do_route() {
-    k=${NODE#n}
-    for ns in $(ip netns list | sed -n 's/^\(ddln[0-9]*\).*/\1/p'); do
-        i=${ns#ddln}
-        [ "$i" = "$k" ] && continue
-        ip -n "$ns" route "$1" blackhole "$NET.$((10 + k))/32"
-        ip -n "ddl$NODE" route "$1" blackhole "$NET.$((10 + i))/32"
+    for node in $(echo "$NODE" | tr ',' ' '); do
+        k=${node#n}
+        for ns in $(ip netns list | sed -n 's/^\(ddln[0-9]*\).*/\1/p'); do
+            case ",$NODE," in *",n${ns#ddln},"*) continue ;; esac
+            i=${ns#ddln}
+            ip -n "$ns" route "$1" blackhole "$NET.$((10 + k))/32"
+            ip -n "ddl$node" route "$1" blackhole "$NET.$((10 + i))/32"
+        done
     done
 }
 
@@ -250,7 +255,7 @@ stop) do_stop ;;
 crash) NODE=${3:?node name, e.g. n2}; HOW=${4:-}; do_crash ;;
 freeze) NODE=${3:?node name, e.g. n2}; do_signal STOP ;;
 thaw) NODE=${3:?node name, e.g. n2}; do_signal CONT ;;
-cut) NODE=${3:?node name, e.g. n2}; do_route add ;;
-heal) NODE=${3:?node name, e.g. n2}; do_route del ;;
+cut) NODE=${3:?node name or group, e.g. n2 or n3,n4}; do_route add ;;
+heal) NODE=${3:?node name or group, e.g. n2 or n3,n4}; do_route del ;;
 *) echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
 esac
