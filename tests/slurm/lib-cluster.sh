@@ -70,6 +70,8 @@ cl_init() {
 # outside the cluster check ddl's).
 cl_sanitizer_runtime() {
     ldd "$DDL_LAUNCH" 2>/dev/null | grep -q 'libasan\.so' || return 0
+    # once per test: a second cl_init would wrap the wrappers (srun exec'ing itself)
+    [ -d "$T_TMP/san-bin" ] && return 0
     san_opts="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
     mkdir -p "$T_TMP/san-bin"
     for tool in srun sbatch salloc; do
