@@ -582,8 +582,9 @@ static int ask_leader(agent_t *a)
 }
 
 /* step_down: this leader found itself cut off, on the minority side of a
- * partition (majority(), recovery.c): it leads no more.  Its listening socket closes (connect_to
- * opens another), links not yet authenticated go, no decision is pending. */
+ * partition (majority(), recovery.c): it leads no more.  Its listening
+ * socket closes (connect_to opens another), links not yet authenticated
+ * go, no decision is pending. */
 void step_down(agent_t *a)
 {
     a->leader = 0;
