@@ -356,6 +356,8 @@ void link_lost(agent_t *a, conn_t *c, const char *how)
     }
     if (c->kind != CONN_PEER || c->node_id >= a->opts->nnodes || a->lost[c->node_id])
         return;
+    if (!a->leader) /* step_down drops the links of a leader cut off: no failure, no decision */
+        return;
     a->lost[c->node_id] = 1;
     if (a->w.node_rank && a->w.node_rank[c->node_id] == NO_RANK) {
         uint32_t left = 0;
