@@ -22,6 +22,15 @@ bench_rma_probe_SOURCES = bench/rma-probe.c
 bench_rma_probe_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
 bench_rma_probe_LDADD = $(UCX_LIBS)
 
+# link-delay: netem's delay and jitter through a netfilter queue, for
+# run-restart.sh's jitter rows (built when configure finds libnetfilter_queue).
+if HAVE_NFQUEUE
+noinst_PROGRAMS += bench/link-delay
+bench_link_delay_SOURCES = bench/link-delay.c
+bench_link_delay_CFLAGS = $(AM_CFLAGS) $(NFQUEUE_CFLAGS)
+bench_link_delay_LDADD = $(NFQUEUE_LIBS)
+endif
+
 if HAVE_MPI
 noinst_PROGRAMS += bench/mpi-bench
 bench_mpi_bench_SOURCES = bench/mpi-bench.c bench/bench_common.h

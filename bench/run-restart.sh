@@ -32,19 +32,29 @@
 #          decision to the first step of generation 1, ft-probe restarted
 #          (cold) or kept and rejoined (warm, FT_PROBE_WARM=1), alternating in
 #          the same run.  RESTART_WARM_ONLY=1: only these rows.
+#   torch warm vs cold (RESTART_TORCH=1, only with RESTART_WARM_ONLY=1 or in
+#          the full run; needs /usr/bin/python3 with torch and Fashion-MNIST):
+#          examples/torch/fmnist_ddp.py under ddlrun -n 4 --restarts 2, rank
+#          1 killing itself 3 steps after the first checkpoint
+#          (--die-after-checkpoint 1), without and with --warm-restart,
+#          alternating; from the agent's decision to generation 1's first
+#          step (--step-times).
 #   detection (RESTART_DETECT_ONLY=1, only this): node1 or node0 (the
 #          leader) of ddlrun --emulate stopped silently, RUNS times each,
 #          under the conditions in RESTART_DETECT_ROWS (default all, in this
 #          order): idle; congested (as root: the step in a network namespace
 #          whose loopback is shaped to 8 Mbit/s and shared with 2 bulk TCP
 #          flows, bench/congest.py: delay and jitter without netem; their
-#          round trips are printed); saturated (4 busy loops per CPU at the
-#          agents' priority); fixed (DDL_DETECTOR=fixed: the node timeout, as
-#          before the adaptive detector).  p50, p99 (the ceil(0.99 N)-th
-#          value: the maximum below 100 runs) and max.  RESTART_SOAK_S=S
-#          adds, with the CPUs saturated, S seconds of ddlrun --emulate -n 3
-#          --nodes 3 with nothing failed: every node-lost line is a false
-#          detection.
+#          round trips are printed); jitter (as root: the step in a network
+#          namespace whose loopback packets bench/link-delay holds for
+#          RESTART_JITTER="DELAY_MS JITTER_MS", default "10 10": netem's
+#          delay and jitter through a netfilter queue); saturated (4 busy
+#          loops per CPU at the agents' priority); fixed (DDL_DETECTOR=fixed:
+#          the node timeout, as before the adaptive detector).  p50, p99
+#          (the ceil(0.99 N)-th value: the maximum below 100 runs) and max.  RESTART_SOAK_S=S
+#          adds, with the CPUs saturated (and the links jittered where the
+#          jitter rows can run), S seconds of ddlrun --emulate -n 3 --nodes 3
+#          with nothing failed: every node-lost line is a false detection.
 # srun --ddl rows also: the same worker kill and silent crash of n2 with
 # FT_PROBE_WARM=1 (warm restart in place), and "decision to first step":
 # from the leader's decision to generation 1's first step.  The silent
@@ -61,7 +71,8 @@ ddlrun="$build/launcher/ddlrun"
 probe="$build/bench/ft-probe"
 tmp=$(mktemp -d)
 in_ns="" # a command prefix that runs ddlrun in another network namespace
-trap 'hogs stop 2>/dev/null; [ -n "$in_ns" ] && ip netns del ddldetect; rm -rf "$tmp"' EXIT
+trap 'hogs stop 2>/dev/null; [ -s "$tmp/delayer" ] && kill "$(cat "$tmp/delayer")" 2>/dev/null;
+    [ -n "$in_ns" ] && ip netns del ddldetect; rm -rf "$tmp"' EXIT
 
 now() { date +%s%N; }
 
@@ -215,6 +226,39 @@ if [ "$detect" != 1 ] && [ "$srun_only" != 1 ]; then
     warm_case "worker SIGKILL" worker
     warm_case "node1 killed, spare node2" node
 fi
+
+# torch_case: fmnist_ddp.py (DDP with ddl's hook) on 4 ranks, rank 1 killed
+# after the first checkpoint, cold and --warm-restart in turn; from the
+# agent's decision to generation 1's first step.
+torch_case() {
+    py=/usr/bin/python3 data=/usr/share/datasets/fashion-mnist
+    if ! PYTHONPATH="$build/python" $py -c 'import torch, ddl' 2>/dev/null || [ ! -r "$data/train-images-idx3-ubyte.gz" ]; then
+        echo "# torch rows skipped: no $py with torch and the ddl package, or no Fashion-MNIST"
+        return 0
+    fi
+    : >"$tmp/cold"
+    : >"$tmp/warm"
+    i=0
+    while [ $i -lt "$runs" ]; do
+        for mode in cold warm; do
+            rm -rf "$tmp/ck"
+            PYTHONPATH="$build/python" DDL_ALLREDUCE_ALGO=rd DDL_LOG_TIME=1 DDL_LOG_LEVEL=info \
+                timeout 300 "$ddlrun" -n 4 --restarts 2 --checkpoint-dir "$tmp/ck" $py \
+                "$top/examples/torch/fmnist_ddp.py" --epochs 1 --train-samples 3840 --test-samples 1000 \
+                --checkpoint-every 10 --die-after-checkpoint 1 --step-times --data "$data" \
+                $([ $mode = warm ] && echo --warm-restart) >"$tmp/log" 2>&1 || true
+            td=$(sed -n 's/^\[\([0-9]*\)\.\([0-9]*\)\] ddl-agent: generation 0: .*/\1\2/p' "$tmp/log" | head -1)
+            tf=$(awk '/first-step gen 1 at/ { print $NF; exit }' "$tmp/log")
+            [ -n "$td" ] && [ -n "$tf" ] && echo $((tf / 1000000 - td)) >>"$tmp/$mode"
+        done
+        i=$((i + 1))
+    done
+    row "ddlrun -n 4: fmnist_ddp.py rank 1 killed, cold: decision to first step" "$tmp/cold"
+    row "ddlrun -n 4: fmnist_ddp.py rank 1 killed, warm: decision to first step" "$tmp/warm"
+}
+if [ "${RESTART_TORCH:-0}" = 1 ] && [ "$detect" != 1 ] && [ "$srun_only" != 1 ]; then
+    torch_case
+fi
 [ "${RESTART_WARM_ONLY:-0}" = 1 ] && exit 0
 
 # hogs start|stop: 4 busy loops per CPU, at the agents' priority
@@ -253,7 +297,32 @@ congest() {
         in_ns=""
     fi
 }
-rows=${RESTART_DETECT_ROWS:-idle congested saturated fixed}
+# jitter start|stop: network namespace ddldetect whose loopback packets are
+# held by bench/link-delay for RESTART_JITTER ("DELAY_MS JITTER_MS",
+# default "10 10": 0-20 ms each way, uniform) through a netfilter queue,
+# netem's "delay 10ms 10ms" where the kernel lacks netem.
+jitter() {
+    if [ "$1" = start ]; then
+        # shellcheck disable=SC2086 # two numbers
+        set -- $jitter_ms
+        ip netns add ddldetect
+        ip netns exec ddldetect ip link set lo up
+        ip netns exec ddldetect iptables -A OUTPUT -o lo -j NFQUEUE --queue-num 17
+        ip netns exec ddldetect "$build/bench/link-delay" 17 "$1" "$2" 2>"$tmp/link-delay" &
+        echo $! >"$tmp/delayer"
+        sleep 0.5
+        in_ns="ip netns exec ddldetect"
+        echo "# jittered links (delay $1 ms, jitter $2 ms each way): $(ip netns exec ddldetect python3 "$top/bench/congest.py" rtt 50)"
+    else
+        kill "$(cat "$tmp/delayer")" 2>/dev/null || true
+        wait "$(cat "$tmp/delayer")" 2>/dev/null || true
+        echo "# $(cat "$tmp/link-delay")"
+        ip netns del ddldetect
+        in_ns=""
+    fi
+}
+jitter_ms=${RESTART_JITTER:-10 10}
+rows=${RESTART_DETECT_ROWS:-idle congested jitter saturated fixed}
 want() { case " $rows " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # pct NAME FILE: p50, p99 (ceil(0.99 N)-th), max of the numbers in FILE
@@ -271,13 +340,14 @@ soak() {
     n=0 lost=0
     while [ "$(date +%s)" -lt "$end" ]; do
         left=$((end - $(date +%s)))
-        { UCX_TLS=tcp,self DDL_DETECTOR=adaptive timeout -s TERM "$left" "$ddlrun" -n 3 --nodes 3 --emulate --restarts 5 \
+        # shellcheck disable=SC2086 # in_ns: several words or none
+        { UCX_TLS=tcp,self DDL_DETECTOR=adaptive timeout -s TERM "$left" $in_ns "$ddlrun" -n 3 --nodes 3 --emulate --restarts 5 \
             "$probe" 50 >"$tmp/soak.log" 2>&1; } || true
         n=$((n + 1))
         lost=$((lost + $(grep -c 'node-lost' "$tmp/soak.log" || true)))
         grep 'node-lost' "$tmp/soak.log" | head -3 >&2 || true
     done
-    echo "# soak: $1 s of ddlrun --emulate -n 3 --nodes 3 with the CPUs saturated, $n run(s): $lost node-lost line(s) (false detections)"
+    echo "# soak: $1 s of ddlrun --emulate -n 3 --nodes 3 with the CPUs saturated${in_ns:+ and the links jittered}, $n run(s): $lost node-lost line(s) (false detections)"
 }
 
 if [ "$detect" = 1 ]; then
@@ -296,14 +366,29 @@ if [ "$detect" = 1 ]; then
     elif want congested; then
         echo "# congested rows skipped: they need root and tc (iproute2)"
     fi
-    if want saturated || [ "${RESTART_SOAK_S:-0}" -gt 0 ]; then
+    can_jitter=0
+    [ "$(id -u)" = 0 ] && [ -x "$build/bench/link-delay" ] && command -v iptables >/dev/null && can_jitter=1
+    if want jitter && [ $can_jitter = 1 ]; then
+        jitter start
+        ddl_emu_case "node1 stopped, jittered links" stop
+        ddl_emu_case "node0 (the leader) stopped, jittered links" stop-leader
+        jitter stop
+    elif want jitter; then
+        echo "# jitter rows skipped: they need root, iptables and bench/link-delay (libnetfilter-queue-dev)"
+    fi
+    if want saturated; then
         hogs start
-        if want saturated; then
-            ddl_emu_case "node1 stopped, CPUs saturated" stop
-            ddl_emu_case "node0 (the leader) stopped, CPUs saturated" stop-leader
-        fi
-        [ "${RESTART_SOAK_S:-0}" -gt 0 ] && soak "$RESTART_SOAK_S"
+        ddl_emu_case "node1 stopped, CPUs saturated" stop
+        ddl_emu_case "node0 (the leader) stopped, CPUs saturated" stop-leader
         hogs stop
+    fi
+    if [ "${RESTART_SOAK_S:-0}" -gt 0 ]; then
+        # the soak: CPUs saturated, and links jittered where they can be
+        [ $can_jitter = 1 ] && jitter start
+        hogs start
+        soak "$RESTART_SOAK_S"
+        hogs stop
+        [ $can_jitter = 1 ] && jitter stop
     fi
     if want fixed; then
         export DDL_DETECTOR=fixed

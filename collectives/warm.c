@@ -40,6 +40,7 @@ static struct {
     uint32_t gen;            /* the generation to join */
     uint32_t nnodes;         /* node_rank's entries, 0: the world is unchanged */
     uint32_t *node_rank;
+    char master[64];         /* the decision's MASTER_ADDR (rank 0's node), or "" */
 } warm;
 
 int ddl_restart_pending(void)
@@ -90,6 +91,8 @@ void ddl_gen_notice(ddl_msg_t *m)
             warm.node_rank = g->node_rank; /* taken */
             m->u.generation.node_rank = NULL;
         }
+        if (g->master && g->master[0])
+            snprintf(warm.master, sizeof warm.master, "%s", g->master);
         warm.gen = g->gen;
         atomic_store(&warm.pending, 1);
     } else if (g->action != DDL_GEN_RESTART) {
@@ -232,6 +235,12 @@ static ddl_status_t new_place(void)
     if (ddl_rank_env_build(&e, &v, &err) < 0 || ddl_rank_env_apply(&v, &err) < 0)
         return ddl_fail(DDL_ERR_INVALID, "ddl_rejoin: rank %d in generation %u: %s",
                         ddl_ctx.rank, warm.gen, err.text);
+    /* MASTER_ADDR: rank 0's node in the new world, as the agents reach it,
+     * even where the user had set it: after a loss that moved rank 0, the
+     * old address names a lost node (torch's process group meets there) */
+    if (warm.master[0] && setenv("MASTER_ADDR", warm.master, 1) < 0)
+        return ddl_fail(DDL_ERR_NOMEM, "ddl_rejoin: setenv MASTER_ADDR: %s", strerror(errno));
+    warm.master[0] = '\0';
     return DDL_OK;
 }
 

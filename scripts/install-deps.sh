@@ -20,6 +20,7 @@ slurm-wlm slurmctld slurmd slurm-client libslurm-dev munge
 libopenblas-dev
 mandoc
 dataset-fashion-mnist
+libnetfilter-queue-dev iptables
 procps util-linux iproute2 coreutils findutils gawk
 python3 python3-dev python3-numpy python3-torch python3-prometheus-client
 "

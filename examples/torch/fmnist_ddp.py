@@ -22,6 +22,12 @@ momentum buffers and the step, every N steps; at start the latest one is
 restored.  The data come from Debian's dataset-fashion-mnist
 (/usr/share/datasets/fashion-mnist, or --data / $DDL_FMNIST_DIR).
 
+--warm-restart (ddl.warm_enable): after a failure elsewhere this process is
+kept; it drops its DDP model, joins the new generation (ddl.torch.rejoin:
+its rank may change), reloads the last committed checkpoint from the copy
+it kept in memory (from disk when it has none of that step) and goes on.
+Only the processes that died start again.
+
 It ends with `final test accuracy: X%` and one `rank R: weights sha256 H`
 line per rank, and exits 1 if the replicas' weights differ.
 """
@@ -118,25 +124,34 @@ def evaluate(net, x, y):
     return 100.0 * correct[0] / max(correct[1], 1)
 
 
-def save_checkpoint(ckdir, step, net, opt):
+def checkpoint_state(net, opt):
+    """The checkpoint's tensors: the model's state and the momentum buffers."""
     tensors = {"model." + k: v for k, v in net.state_dict().items()}
     for i, p in enumerate(net.parameters()):
         buf = opt.state.get(p, {}).get("momentum_buffer")
         if buf is not None:
             tensors["momentum.%d" % i] = buf
-    ddl.checkpoint.save(ckdir, step, tensors, {"step": step})
+    return tensors
 
 
-def restore_checkpoint(ckdir, net, opt):
-    step, tensors, meta = ddl.checkpoint.restore(ckdir)
-    if step < 0:
-        return 0
+def save_checkpoint(ckdir, step, net, opt):
+    ddl.checkpoint.save(ckdir, step, checkpoint_state(net, opt), {"step": step})
+
+
+def load_state(net, opt, tensors):
     with torch.no_grad():
         net.load_state_dict({k[len("model."):]: v for k, v in tensors.items()
                              if k.startswith("model.")})
         for i, p in enumerate(net.parameters()):
             if "momentum.%d" % i in tensors:
                 opt.state[p]["momentum_buffer"] = tensors["momentum.%d" % i].clone()
+
+
+def restore_checkpoint(ckdir, net, opt):
+    step, tensors, meta = ddl.checkpoint.restore(ckdir)
+    if step < 0:
+        return 0
+    load_state(net, opt, tensors)
     return int(meta["step"])
 
 
@@ -158,6 +173,12 @@ def main():
     ap.add_argument("--die-after-checkpoint", type=int, default=-1, metavar="RANK",
                     help="(fault tests) in generation 0, rank RANK SIGKILLs itself 3 steps "
                          "after the first checkpoint")
+    ap.add_argument("--warm-restart", action="store_true",
+                    help="after a failure elsewhere, stay: rejoin the new generation and "
+                         "resume from the checkpoint kept in memory (ddl.warm_enable)")
+    ap.add_argument("--step-times", action="store_true",
+                    help="(benchmarks) print 'first-step gen G at NS' (the wall clock in ns) "
+                         "after each generation's first step")
     args = ap.parse_args()
     if args.checkpoint_every > 0 and not args.checkpoint_dir:
         ap.error("--checkpoint-every needs --checkpoint-dir (or DDL_CHECKPOINT_DIR)")
@@ -174,13 +195,26 @@ def main():
     if args.test_samples:
         x_test, y_test = x_test[:args.test_samples], y_test[:args.test_samples]
 
+    warm = False
+    if args.warm_restart:
+        try:
+            ddl.warm_enable()
+            warm = True
+        except ddl.Error as e:
+            if rank == 0:
+                print("fmnist_ddp: --warm-restart: %s; restarts stay cold" % e, flush=True)
+
     torch.manual_seed(0)
     net = Net()
-    model = torch.nn.parallel.DistributedDataParallel(net)
     hooks = {"allreduce": ddl.torch.allreduce_hook, "fp16": ddl.torch.fp16_compress_hook,
              "bf16": ddl.torch.bf16_compress_hook}
-    if args.hook in hooks:
-        model.register_comm_hook(None, hooks[args.hook])
+
+    def wrap():
+        m = torch.nn.parallel.DistributedDataParallel(net)
+        if args.hook in hooks:
+            m.register_comm_hook(None, hooks[args.hook])
+        return m
+    model = wrap()
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
 
     steps_per_epoch = len(x_train) // args.batch
@@ -191,38 +225,71 @@ def main():
         if step and rank == 0:
             print("generation %d: resumed from the checkpoint of step %d" % (generation, step),
                   flush=True)
+        elif step and warm:  # a new worker among kept ones
+            print("rank %d: generation %d: a new worker, resumed from the checkpoint of step %d"
+                  % (rank, generation, step), flush=True)
     first_ckpt = None
+    kept = None  # --warm-restart: (step, tensors) of the last committed checkpoint
+    gen_first = True
     lo, hi = args.batch * rank // size, args.batch * (rank + 1) // size
     t_epoch, loss_sum, loss_n = time.time(), 0.0, 0
     while step < total:
-        epoch, k = divmod(step, steps_per_epoch)
-        perm = torch.randperm(len(x_train), generator=torch.Generator().manual_seed(epoch))
-        idx = perm[k * args.batch + lo:k * args.batch + hi]
-        out = model(x_train[idx])
-        # the mean over the global batch: DDP averages the ranks' gradients
-        loss = F.cross_entropy(out, y_train[idx]) * (len(idx) * size / args.batch)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        loss_sum, loss_n = loss_sum + loss.item(), loss_n + 1
-        step += 1
-        ddl.heartbeat(step)
-        if args.checkpoint_every and step % args.checkpoint_every == 0:
-            save_checkpoint(args.checkpoint_dir, step, net, opt)
-            if first_ckpt is None:
-                first_ckpt = step
-        if (generation == 0 and rank == args.die_after_checkpoint and first_ckpt is not None
-                and step == first_ckpt + 3):
-            print("rank %d: killing myself at step %d (checkpoint at %d)" % (rank, step,
-                                                                          first_ckpt), flush=True)
-            os.kill(os.getpid(), signal.SIGKILL)
-        if step % steps_per_epoch == 0:
-            acc = evaluate(net, x_test, y_test)
-            if rank == 0:
-                print("epoch %d/%d  loss %.4f  test-acc %.2f%%  (%.1f s)"
-                      % (step // steps_per_epoch, args.epochs, loss_sum / max(loss_n, 1), acc,
-                         time.time() - t_epoch), flush=True)
-            t_epoch, loss_sum, loss_n = time.time(), 0.0, 0
+        try:
+            epoch, k = divmod(step, steps_per_epoch)
+            perm = torch.randperm(len(x_train), generator=torch.Generator().manual_seed(epoch))
+            idx = perm[k * args.batch + lo:k * args.batch + hi]
+            out = model(x_train[idx])
+            # the mean over the global batch: DDP averages the ranks' gradients
+            loss = F.cross_entropy(out, y_train[idx]) * (len(idx) * size / args.batch)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            loss_sum, loss_n = loss_sum + loss.item(), loss_n + 1
+            step += 1
+            ddl.heartbeat(step)
+            if gen_first and args.step_times:
+                print("first-step gen %d at %d" % (generation, time.time_ns()), flush=True)
+            gen_first = False
+            if args.checkpoint_every and step % args.checkpoint_every == 0:
+                save_checkpoint(args.checkpoint_dir, step, net, opt)
+                if warm:  # committed on every rank: kept for a warm restart
+                    kept = (step, {name: t.detach().clone()
+                                   for name, t in checkpoint_state(net, opt).items()})
+                if first_ckpt is None:
+                    first_ckpt = step
+            if (generation == 0 and rank == args.die_after_checkpoint and first_ckpt is not None
+                    and step == first_ckpt + 3):
+                print("rank %d: killing myself at step %d (checkpoint at %d)"
+                      % (rank, step, first_ckpt), flush=True)
+                os.kill(os.getpid(), signal.SIGKILL)
+            if step % steps_per_epoch == 0:
+                acc = evaluate(net, x_test, y_test)
+                if rank == 0:
+                    print("epoch %d/%d  loss %.4f  test-acc %.2f%%  (%.1f s)"
+                          % (step // steps_per_epoch, args.epochs, loss_sum / max(loss_n, 1),
+                             acc, time.time() - t_epoch), flush=True)
+                t_epoch, loss_sum, loss_n = time.time(), 0.0, 0
+        except Exception as e:  # DDP raises the hook's ddl.Restart as a RuntimeError
+            if not (warm and (isinstance(e, ddl.Restart) or ddl.restart_pending())):
+                raise
+            model = None  # its process group goes with it (ddl.torch.rejoin)
+            old, t0 = rank, time.time()
+            rank, size = ddl.torch.rejoin()
+            generation = int(os.environ.get("DDL_GENERATION", "0"))
+            # the step every rank committed: the kept copy if it is that one
+            latest = ddl.checkpoint.latest(args.checkpoint_dir) if args.checkpoint_dir else -1
+            if kept is not None and kept[0] == latest:
+                load_state(net, opt, kept[1])
+                step, where = latest, "in memory"
+            else:
+                step = restore_checkpoint(args.checkpoint_dir, net, opt) \
+                    if args.checkpoint_dir else 0
+                where = "on disk"
+            print("rank %d: warm restart %d: rank %d of %d, from checkpoint step %d %s (%.2f s)"
+                  % (old, generation, rank, size, step, where, time.time() - t0), flush=True)
+            model = wrap()
+            lo, hi = args.batch * rank // size, args.batch * (rank + 1) // size
+            gen_first = True
 
     acc = evaluate(net, x_test, y_test)
     digest = weights_sha256(net)

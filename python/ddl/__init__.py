@@ -16,9 +16,14 @@ paths).  The element type comes from the object (float32, float64, float16,
 bfloat16, int32, int64, uint8); `dtype=` overrides it for untyped buffers.
 Every call on the world communicator; blocking calls release the GIL.
 
-Errors: ddl.Error (and its subclasses ddl.Aborted and ddl.Timeout) carry
-libddl's message and its status code (`.status`).  Bad arguments raise
-TypeError or ValueError before anything is sent.  See docs/python.md.
+Errors: ddl.Error (and its subclasses ddl.Aborted, ddl.Restart and
+ddl.Timeout) carry libddl's message and its status code (`.status`).  Bad
+arguments raise TypeError or ValueError before anything is sent.
+
+Warm restart in place: after ddl.warm_enable(), a failure elsewhere does not
+kill this process; its collectives raise ddl.Restart, the program calls
+ddl.rejoin() (the new world: rank() and size() may change), reloads its last
+committed checkpoint and goes on.  See docs/python.md.
 """
 
 import sys as _sys
@@ -30,6 +35,7 @@ from ._ddl import (  # noqa: F401  (re-exported)
     Error,
     Memory,
     Pointer,
+    Restart,
     Timeout,
     VERSION_MAJOR,
     VERSION_MINOR,
@@ -47,8 +53,11 @@ from ._ddl import (  # noqa: F401  (re-exported)
     node_rank,
     num_nodes,
     rank,
+    rejoin,
+    restart_pending,
     should_stop,
     size,
+    warm_enable,
 )
 from . import _ddl
 
@@ -58,7 +67,7 @@ __all__ = [
     "Aborted", "Error", "Timeout", "Request", "Memory", "Pointer",
     "init", "finalize", "initialized", "rank", "size", "local_rank", "local_size",
     "node_rank", "num_nodes", "gpu_count", "heartbeat", "should_stop", "EXIT_STOPPED", "abort",
-    "mem_alloc",
+    "mem_alloc", "Restart", "warm_enable", "restart_pending", "rejoin",
     "allreduce", "iallreduce", "bcast", "ibcast", "allgather", "iallgather",
     "reduce_scatter", "ireduce_scatter", "barrier", "ibarrier", "as_buffer",
     "future", "set_checks",

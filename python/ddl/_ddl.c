@@ -7,7 +7,8 @@
  * protocol (numpy arrays, bytearray, memoryview, ...) or as a Pointer object
  * (address, size, dtype, owner) that ddl/__init__.py builds for torch
  * tensors.  Every libddl status other than DDL_OK becomes ddl.Error,
- * ddl.Aborted or ddl.Timeout with libddl's text.
+ * ddl.Aborted, ddl.Restart or ddl.Timeout with libddl's text.  Warm restart
+ * in place: warm_enable(), restart_pending(), rejoin().
  *
  * About 1300 lines, over the usual 1000: the CPython type objects (Pointer,
  * Request, Memory, Checkpoint) and their method tables are one module
@@ -28,24 +29,34 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h> /* environ */
 
 #include "ddl.h"
 
 /* ------------------------------------------------------------ errors */
 
-static PyObject *DdlError, *DdlAborted, *DdlTimeout;
+static PyObject *DdlError, *DdlAborted, *DdlRestart, *DdlTimeout;
 
 static pthread_mutex_t ddl_lock = PTHREAD_MUTEX_INITIALIZER;
 static int initialized; /* between a successful init() and finalize() */
+/* the world's incarnation: init() and rejoin() start a new one; memory
+ * from mem_alloc() belongs to the one it was allocated in (under the GIL) */
+static unsigned long epoch;
+
+/* status_type: the exception class of a libddl status. */
+static PyObject *status_type(ddl_status_t st)
+{
+    if (st == DDL_RESTART)
+        return DdlRestart;
+    if (st == DDL_ERR_ABORTED || st == DDL_ERR_PEER)
+        return DdlAborted;
+    return st == DDL_ERR_TIMEOUT ? DdlTimeout : DdlError;
+}
 
 /* raise_status: set the exception of a libddl failure of `what`. */
 static PyObject *raise_status(const char *what, ddl_status_t st)
 {
-    PyObject *type = DdlError;
-    if (st == DDL_ERR_ABORTED || st == DDL_ERR_PEER)
-        type = DdlAborted;
-    else if (st == DDL_ERR_TIMEOUT)
-        type = DdlTimeout;
+    PyObject *type = status_type(st);
     const char *detail = ddl_last_error();
     PyObject *msg;
     if (detail && detail[0])
@@ -399,9 +410,7 @@ static void request_done(RequestObject *r, ddl_status_t st)
 static PyObject *request_outcome(RequestObject *r)
 {
     if (r->status != DDL_OK) {
-        PyObject *type = r->status == DDL_ERR_ABORTED || r->status == DDL_ERR_PEER ? DdlAborted
-                         : r->status == DDL_ERR_TIMEOUT                            ? DdlTimeout
-                                                                                   : DdlError;
+        PyObject *type = status_type(r->status);
         PyObject *msg;
         if (r->detail && PyUnicode_GetLength(r->detail) > 0)
             msg = PyUnicode_FromFormat("%U: %s: %U", r->name, ddl_status_str(r->status),
@@ -593,6 +602,7 @@ static PyObject *m_init(PyObject *self, PyObject *unused)
     if (st != DDL_OK)
         return raise_status("ddl.init", st);
     initialized = 1;
+    epoch++;
     Py_RETURN_NONE;
 }
 
@@ -608,8 +618,94 @@ static PyObject *m_finalize(PyObject *self, PyObject *unused)
     pthread_mutex_unlock(&ddl_lock);
     Py_END_ALLOW_THREADS
     initialized = 0;
+    epoch++;
     if (st != DDL_OK)
         return raise_status("ddl.finalize", st);
+    Py_RETURN_NONE;
+}
+
+/* warm_enable(): ddl_warm_enable (one round trip to the node's agent). */
+static PyObject *m_warm_enable(PyObject *self, PyObject *unused)
+{
+    if (need_init("ddl.warm_enable") < 0)
+        return NULL;
+    ddl_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&ddl_lock);
+    st = ddl_warm_enable();
+    pthread_mutex_unlock(&ddl_lock);
+    Py_END_ALLOW_THREADS
+    if (st != DDL_OK)
+        return raise_status("ddl.warm_enable", st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_restart_pending(PyObject *self, PyObject *unused)
+{
+    return PyBool_FromLong(initialized && ddl_restart_pending());
+}
+
+/* sync_environ: os.environ takes the values libddl set in the process's
+ * environment (ddl_rejoin: DDL_*, RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR), which Python's copy of it,
+ * made at start, does not see. */
+static int sync_environ(void)
+{
+    static const char *const plain[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=",
+                                        "LOCAL_WORLD_SIZE=", "NODE_RANK=", "MASTER_ADDR=",
+                                        "MASTER_PORT=", NULL};
+    PyObject *pairs = PyList_New(0); /* first collected: setting them changes environ */
+    if (!pairs)
+        return -1;
+    int rc = 0;
+    for (char **e = environ; *e && rc == 0; e++) {
+        int ours = strncmp(*e, "DDL_", 4) == 0;
+        for (int i = 0; plain[i] && !ours; i++)
+            ours = strncmp(*e, plain[i], strlen(plain[i])) == 0;
+        const char *eq = strchr(*e, '=');
+        if (!ours || !eq)
+            continue;
+        PyObject *kv = Py_BuildValue("(NN)", PyUnicode_DecodeFSDefaultAndSize(*e, eq - *e),
+                                     PyUnicode_DecodeFSDefault(eq + 1));
+        rc = kv ? PyList_Append(pairs, kv) : -1;
+        Py_XDECREF(kv);
+    }
+    PyObject *os = rc == 0 ? PyImport_ImportModule("os") : NULL;
+    PyObject *env = os ? PyObject_GetAttrString(os, "environ") : NULL;
+    Py_XDECREF(os);
+    rc = env ? 0 : -1;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(pairs); i++) {
+        PyObject *kv = PyList_GET_ITEM(pairs, i);
+        rc = PyObject_SetItem(env, PyTuple_GET_ITEM(kv, 0), PyTuple_GET_ITEM(kv, 1));
+    }
+    Py_XDECREF(env);
+    Py_DECREF(pairs);
+    return rc;
+}
+
+/* rejoin(): ddl_rejoin, without the GIL (it waits for the agents' decision
+ * and the new generation's exchange).  Requests of the ended generation are
+ * complete afterwards (ddl.Restart), dropped ones are released; memory
+ * from mem_alloc() is gone, as after finalize(). */
+static PyObject *m_rejoin(PyObject *self, PyObject *unused)
+{
+    if (need_init("ddl.rejoin") < 0)
+        return NULL;
+    ddl_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&ddl_lock);
+    st = ddl_rejoin(NULL);
+    pthread_mutex_unlock(&ddl_lock);
+    Py_END_ALLOW_THREADS
+    epoch++;
+    if (st != DDL_OK) {
+        /* the warm path failed: libddl is uninitialised, this rank withdrew */
+        initialized = ddl_comm_world() != NULL;
+        return raise_status("ddl.rejoin", st);
+    }
+    reap_orphans(0);
+    if (sync_environ() < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -923,6 +1019,7 @@ static PyObject *m_ibarrier(PyObject *s, PyObject *u) { return do_barrier(1); }
 
 typedef struct {
     PyObject_HEAD
+    unsigned long epoch; /* the world it was allocated in */
     void *ptr;
     Py_ssize_t len;
     ddl_mem_t *mem;
@@ -931,8 +1028,11 @@ typedef struct {
 
 static int Mem_getbuffer(MemObject *m, Py_buffer *view, int flags)
 {
+    if (m->mem && m->epoch != epoch)
+        m->mem = NULL, m->ptr = NULL; /* released by finalize() or rejoin() */
     if (!m->mem) {
-        PyErr_SetString(PyExc_BufferError, "ddl.Memory: the memory was freed (Memory.free())");
+        PyErr_SetString(PyExc_BufferError, "ddl.Memory: the memory was freed (Memory.free(), "
+                        "ddl.finalize() or ddl.rejoin())");
         view->obj = NULL;
         return -1;
     }
@@ -954,8 +1054,8 @@ static PyBufferProcs Mem_as_buffer = {
 
 static PyObject *Mem_free(MemObject *m, PyObject *unused)
 {
-    if (!m->mem)
-        Py_RETURN_NONE;
+    if (!m->mem || m->epoch != epoch)
+        Py_RETURN_NONE; /* freed, or released by finalize() or rejoin() */
     if (m->exports > 0) {
         PyErr_Format(DdlError,
                      "ddl.Memory.free: %zd views (numpy arrays, tensors, memoryviews) still use "
@@ -1041,6 +1141,7 @@ static PyObject *m_mem_alloc(PyObject *self, PyObject *args)
     MemObject *m = PyObject_New(MemObject, &MemType);
     if (!m)
         return NULL; /* released by finalize */
+    m->epoch = epoch;
     m->ptr = ptr;
     m->len = n;
     m->mem = mem;
@@ -1240,6 +1341,16 @@ static PyMethodDef module_methods[] = {
     {"init", m_init, METH_NOARGS, "init(): join the job (ddl_init); blocks until every rank has."},
     {"finalize", m_finalize, METH_NOARGS, "finalize(): leave the job (collective)."},
     {"initialized", m_initialized, METH_NOARGS, "initialized(): between init() and finalize()."},
+    {"warm_enable", m_warm_enable, METH_NOARGS,
+     "warm_enable(): opt in to warm restart in place: after a failure elsewhere this process is "
+     "kept, its collectives raise ddl.Restart and it calls rejoin().  Raises ddl.Error when "
+     "restarts stay cold here (the program may go on)."},
+    {"restart_pending", m_restart_pending, METH_NOARGS,
+     "restart_pending(): True when the agents ended this generation and rejoin() is due."},
+    {"rejoin", m_rejoin, METH_NOARGS,
+     "rejoin(): leave the ended generation, join the new one (blocks without the GIL); rank(), "
+     "size() and the environment then give the new place.  Reload the last committed checkpoint "
+     "afterwards.  Raises ddl.Error if the warm path failed: exit non-zero (restarted cold)."},
     {"rank", m_rank, METH_NOARGS, "rank(): this process's rank in the world."},
     {"size", m_size, METH_NOARGS, "size(): ranks in the world."},
     {"local_rank", m_local_rank, METH_NOARGS, "local_rank(): rank among this node's ranks."},
@@ -1315,7 +1426,15 @@ PyMODINIT_FUNC PyInit__ddl(void)
         "The world was aborted (ddl.abort(), or the agents ended the job after a failure "
         "elsewhere), or a peer failed: finalize and exit or restart.",
         DdlError, NULL);
-    PyObject *bases = DdlAborted ? Py_BuildValue("(OO)", DdlError, PyExc_TimeoutError) : NULL;
+    DdlRestart = DdlAborted ? PyErr_NewExceptionWithDoc(
+                                  "ddl.Restart",
+                                  "After ddl.warm_enable(): the agents ended this generation "
+                                  "after a failure elsewhere; call ddl.rejoin() and reload the "
+                                  "last committed checkpoint (a ddl.Aborted: a program that does "
+                                  "not catch it exits and is restarted cold).",
+                                  DdlAborted, NULL)
+                            : NULL;
+    PyObject *bases = DdlRestart ? Py_BuildValue("(OO)", DdlError, PyExc_TimeoutError) : NULL;
     DdlTimeout = bases ? PyErr_NewExceptionWithDoc(
                              "ddl.Timeout", "A bounded wait expired; the request is still valid.",
                              bases, NULL)
@@ -1325,6 +1444,7 @@ PyMODINIT_FUNC PyInit__ddl(void)
         goto fail;
     if (PyModule_AddObject(m, "Error", Py_NewRef(DdlError)) < 0 ||
         PyModule_AddObject(m, "Aborted", Py_NewRef(DdlAborted)) < 0 ||
+        PyModule_AddObject(m, "Restart", Py_NewRef(DdlRestart)) < 0 ||
         PyModule_AddObject(m, "Timeout", Py_NewRef(DdlTimeout)) < 0)
         goto fail;
     if (add_type(m, &PointerType, "Pointer") < 0 || add_type(m, &RequestType, "Request") < 0 ||

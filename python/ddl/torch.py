@@ -19,9 +19,17 @@ exception instead of hanging.
 The compressed variants (fp16_compress_hook, bf16_compress_hook) send the
 bucket as 16-bit floats (half the bytes) and write the average back into the
 bucket in its own type.
+
+Warm restart in place (after ddl.warm_enable()): DDP raises the failure of
+the ended generation from loss.backward() (as a RuntimeError that carries
+ddl.Restart's text); ddl.restart_pending() tells it apart.  Drop the DDP
+model, call ddl.torch.rejoin() (the new world and a new process group),
+reload the last committed checkpoint into the module and wrap it in DDP
+again.  examples/torch/fmnist_ddp.py --warm-restart does so.
 """
 
 import datetime
+import gc
 import os
 import socket
 
@@ -29,9 +37,10 @@ import torch
 import torch.distributed as dist
 
 from . import _ddl, future, iallreduce, initialized, init as _ddl_init, rank, size
+from . import rejoin as _ddl_rejoin
 
-__all__ = ["init_process_group", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook",
-           "hook_stats"]
+__all__ = ["init_process_group", "rejoin", "allreduce_hook", "fp16_compress_hook",
+           "bf16_compress_hook", "hook_stats"]
 
 _stats = {"buckets": 0, "bytes": 0}
 
@@ -80,6 +89,25 @@ def init_process_group(backend="gloo", timeout=None, init_ddl=True):
     if not dist.is_initialized():
         dist.init_process_group(backend, init_method="env://", rank=r, world_size=n, **kw)
     return r, n
+
+
+def rejoin(timeout=None):
+    """Warm restart in place: torch.distributed's default process group
+    (the ended generation's) is destroyed, ddl.rejoin() joins the new
+    generation, and a new group is set up for the new world as
+    init_process_group() does (MASTER_ADDR then names rank 0's node in the
+    new world).  Drop every DDP model built on the old group first: the
+    group, and on rank 0 the rendezvous store listening on MASTER_PORT, only
+    go with the last reference.  The group goes before ddl.rejoin(), so that
+    a fresh worker (the restarted rank's) never meets the old store: it
+    cannot pass its ddl.init() before every kept rank has rejoined.  Raises
+    ddl.Error if the warm path failed (exit non-zero: the rank is restarted
+    cold).  Returns (rank, world size)."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    gc.collect()  # the old group's last references, and with them its store
+    _ddl_rejoin()
+    return init_process_group(timeout=timeout, init_ddl=False)
 
 
 def _sync_stream(t):

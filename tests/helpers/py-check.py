@@ -265,10 +265,18 @@ def errors():
     raises(ddl.Error, lambda: ddl.iallreduce(a), "iallreduce before init", "ddl.init()")
     raises(ddl.Error, lambda: ddl.barrier(), "barrier before init", "ddl.init()")
     raises(ddl.Error, lambda: ddl.mem_alloc(64), "mem_alloc before init", "ddl.init()")
+    raises(ddl.Error, ddl.warm_enable, "warm_enable before init", "ddl.init()")
+    raises(ddl.Error, ddl.rejoin, "rejoin before init", "ddl.init()")
+    check(ddl.restart_pending() is False, "restart_pending before init: False")
     ddl.init()
     n, r = ddl.size(), ddl.rank()
     global R
     R = r
+    # warm restart: rejoin without warm_enable leaves ddl initialised
+    check(issubclass(ddl.Restart, ddl.Aborted), "ddl.Restart is a ddl.Aborted")
+    raises(ddl.Error, ddl.rejoin, "rejoin without warm_enable", "DDL_ERR_INVALID")
+    check(ddl.initialized() and ddl.restart_pending() is False,
+          "... ddl stays initialised, no restart pending")
     raises(ValueError, lambda: ddl.allreduce(ro), "read-only numpy array", "read-only")
     raises(ValueError, lambda: ddl.allreduce(b"abcd"), "bytes object", "read-only")
     raises(ValueError, lambda: ddl.iallreduce(memoryview(b"abcd")), "read-only memoryview",
@@ -349,6 +357,15 @@ def errors():
     ddl.allreduce(y)
     check(np.array_equal(y, np.arange(100, dtype=np.float32) * (n * (n + 1) / 2)),
           "allreduce after the errors")
+    # last: warm restarts (none happens here); a world of one has no agent
+    if n == 1:
+        raises(ddl.Error, ddl.warm_enable, "warm_enable in a world of one", "DDL_ERR_UNSUPPORTED")
+    else:
+        ddl.warm_enable()
+        check(True, "warm_enable under ddlrun")
+        raises(ddl.Error, ddl.rejoin, "rejoin with no new generation due", "no new generation")
+    ddl.allreduce(y)
+    check(ddl.initialized() and not ddl.restart_pending(), "... ddl goes on")
 
 
 def abort():

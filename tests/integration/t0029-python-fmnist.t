@@ -12,7 +12,8 @@
 # step after a restart (DDP rebuilds its buckets after its first step); the
 # ring's order depends on the element's position, and libddl's automatic
 # choice depends on link speeds measured at start.  Skips without torch or
-# the data set (dataset-fashion-mnist).
+# the data set (dataset-fashion-mnist).  Warm (--warm-restart): the same
+# fault, the live ranks kept and rejoined in place, the same weights.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 SCRIPT="$top_srcdir/examples/torch/fmnist_ddp.py"
 DATA=${DDL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
@@ -48,5 +49,45 @@ sed 's/^/# /' "$T_TMP/out"
 t_like "$T_TMP/out" '^rank 2: killing myself at step 13 \(checkpoint at 10\)$' "... rank 2 killed itself at step 13"
 t_like "$T_TMP/out" '^generation 1: resumed from the checkpoint of step 10$' "... generation 1 resumed from step 10"
 t_is "$(hashes | tr '\n' ' ')" "$h1 " "... and ended with the uninterrupted run's weights on every rank"
+t_ok "$(t_wait_procs 0 10; echo $?)" "no Python process left"
+
+# warm restart in place (--warm-restart: ddl.warm_enable, ddl.torch.rejoin):
+# the same fault; ranks 0, 1 and 3 stay, rejoin generation 1 and reload the
+# checkpoint they kept in memory, only rank 2 starts again
+# shellcheck disable=SC2086
+t_run 500 "$DDLRUN" -n 4 --restarts 2 --checkpoint-dir "$T_TMP/ck3" \
+    "$PY" -X "$T_TOKEN" "$SCRIPT" $ARGS --die-after-checkpoint 2 --warm-restart
+t_status $? 0 "--warm-restart: rank 2 killed after the first checkpoint, the job completes" "$T_TMP/err"
+sed 's/^/# /' "$T_TMP/out"
+t_like "$T_TMP/out" '^rank 2: killing myself at step 13 \(checkpoint at 10\)$' "... rank 2 killed itself at step 13"
+t_is "$(grep -c '^rank [013]: warm restart 1: rank [013] of 4, from checkpoint step 10 in memory' "$T_TMP/out")" 3 \
+    "... ranks 0, 1 and 3 rejoined generation 1 warm, from the checkpoint in memory"
+t_is "$(grep -c 'kept for a warm restart' "$T_TMP/err")" 3 "... their supervisors kept the processes"
+t_like "$T_TMP/out" '^rank 2: generation 1: a new worker, resumed from the checkpoint of step 10$' \
+    "... rank 2's new worker resumed from the same checkpoint on disk"
+t_is "$(hashes | tr '\n' ' ')" "$h1 " "... and ended with the uninterrupted run's weights on every rank"
+t_ok "$(t_wait_procs 0 10; echo $?)" "no Python process left"
+
+# warm, a node lost and the world shrunk: 2 emulated nodes of 2 ranks, no
+# spare, --min-nodes 1; node1 (its agent, tasks and workers) killed after
+# the first checkpoint: ranks 0 and 1 are kept and form a world of 2 (a new
+# torch process group, RANK and WORLD_SIZE from the rejoin); the weights
+# are not the 4-rank run's (2 summands instead of 4), but agree
+# shellcheck disable=SC2086
+timeout -k 5 $((300 * ${DDL_TEST_TIME_SCALE:-1})) "$DDLRUN" -n 4 --nodes 2 --emulate --min-nodes 1 \
+    --restarts 2 --checkpoint-dir "$T_TMP/ck4" "$PY" -X "$T_TOKEN" "$SCRIPT" $ARGS --warm-restart \
+    >"$T_TMP/out" 2>"$T_TMP/err" &
+run=$!
+t_wait_file "$T_TMP/ck4/latest" 200
+g=$(pgrep -f "ddl-agent serve --socket $DDL_RUNTIME_DIR/.*-node1.sock" | head -1)
+t_ok "$([ -n "$g" ]; echo $?)" "shrink: node1's process group after the first checkpoint: ${g:-?}"
+[ -n "$g" ] && kill -s KILL -- "-$g"
+wait $run
+t_status $? 0 "... the step finishes (exit 0)" "$T_TMP/err"
+sed 's/^/# /' "$T_TMP/out"
+t_is "$(grep -cE '^rank [01]: warm restart 1: rank [01] of 2, from checkpoint step [0-9]+ in memory' "$T_TMP/out")" 2 \
+    "... ranks 0 and 1 rejoined a world of 2 warm, from the checkpoint in memory"
+t_is "$(grep -c '^rank [01]: weights sha256 [0-9a-f]\{64\}$' "$T_TMP/out")" 2 "... two ranks end"
+t_like "$T_TMP/out" '^weights: all 2 ranks agree$' "... with the same weights"
 t_ok "$(t_wait_procs 0 10; echo $?)" "no Python process left"
 t_done
