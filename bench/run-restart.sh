@@ -187,6 +187,16 @@ ddl_emu_case() {
     row "ddlrun --emulate: $name, known on every survivor" "$tmp/all"
     row "ddlrun --emulate: $name, first step of generation 1" "$tmp/first"
 }
+# dec_to_first FILE: the ms from the agent's decision ending generation 0
+# (its DDL_LOG_TIME stamp, after stamp()'s if any) to generation 1's first
+# step (the program's clock) in $tmp/log, appended to FILE.
+dec_to_first() {
+    td=$(sed -n 's/^\([0-9]* \)\{0,1\}\[\([0-9]*\)\.\([0-9]*\)\] ddl-agent: generation 0: .*/\2\3/p' "$tmp/log" | head -1)
+    tf=$(awk '/first-step gen 1 at/ { print $NF; exit }' "$tmp/log")
+    [ -n "$td" ] && [ -n "$tf" ] && echo $((tf / 1000000 - td)) >>"$1"
+    return 0
+}
+
 # warm_case NAME ACTION: ddlrun --emulate -n 2 --nodes 2 --spares 1, cold
 # (ft-probe as is) and warm (FT_PROBE_WARM=1: ddl_warm_enable, ddl_rejoin)
 # in turn, the same runs; ACTION worker (SIGKILL to rank 1's worker) or node
@@ -213,9 +223,7 @@ warm_case() {
                 [ -n "$g" ] && kill -s KILL -- "-$g"
             fi
             wait $job || true
-            td=$(sed -n 's/^[0-9]* \[\([0-9]*\)\.\([0-9]*\)\] ddl-agent: generation 0: .*/\1\2/p' "$tmp/log" | head -1)
-            tf=$(awk '/first-step gen 1 at/ { print $NF; exit }' "$tmp/log")
-            [ -n "$td" ] && [ -n "$tf" ] && echo $((tf / 1000000 - td)) >>"$tmp/$mode"
+            dec_to_first "$tmp/$mode"
         done
         i=$((i + 1))
     done
@@ -247,9 +255,7 @@ torch_case() {
                 "$top/examples/torch/fmnist_ddp.py" --epochs 1 --train-samples 3840 --test-samples 1000 \
                 --checkpoint-every 10 --die-after-checkpoint 1 --step-times --data "$data" \
                 $([ $mode = warm ] && echo --warm-restart) >"$tmp/log" 2>&1 || true
-            td=$(sed -n 's/^\[\([0-9]*\)\.\([0-9]*\)\] ddl-agent: generation 0: .*/\1\2/p' "$tmp/log" | head -1)
-            tf=$(awk '/first-step gen 1 at/ { print $NF; exit }' "$tmp/log")
-            [ -n "$td" ] && [ -n "$tf" ] && echo $((tf / 1000000 - td)) >>"$tmp/$mode"
+            dec_to_first "$tmp/$mode"
         done
         i=$((i + 1))
     done
