@@ -278,8 +278,8 @@ hogs() {
         done
     else
         kill $(cat "$tmp/hogs") 2>/dev/null || true
+        for p in $(cat "$tmp/hogs"); do wait "$p" 2>/dev/null || true; done
         : >"$tmp/hogs"
-        wait 2>/dev/null || true
     fi
 }
 
@@ -298,7 +298,7 @@ congest() {
         echo "# congested: $(ip netns exec ddldetect python3 "$top/bench/congest.py" rtt 50)"
     else
         kill "$(cat "$tmp/flood")" 2>/dev/null || true
-        wait 2>/dev/null || true
+        wait "$(cat "$tmp/flood")" 2>/dev/null || true
         ip netns del ddldetect
         in_ns=""
     fi

@@ -10,7 +10,7 @@
  * ddl.Aborted, ddl.Restart or ddl.Timeout with libddl's text.  Warm restart
  * in place: warm_enable(), restart_pending(), rejoin().
  *
- * About 1300 lines, over the usual 1000: the CPython type objects (Pointer,
+ * About 1450 lines, over the usual 1000: the CPython type objects (Pointer,
  * Request, Memory, Checkpoint) and their method tables are one module
  * initialisation; splitting them would export the shared lock and request
  * bookkeeping between files for no reader's benefit.
