@@ -802,12 +802,21 @@ static void new_master(sup_t *s)
     s->master[0] = '\0';
 }
 
+/* has_var: whether env holds the NAME=VALUE line var exactly. */
+static int has_var(char *const *env, const char *var)
+{
+    for (; env && *env; env++)
+        if (strcmp(*env, var) == 0)
+            return 1;
+    return 0;
+}
+
 /* restart: the worker again, in generation s->next_gen (--node: also its
  * first start, generation 0). */
 static int restart(sup_t *s, beats_t *b)
 {
     ddl_rank_env_vars_t vars;
-    char *set[DDL_RANK_ENV_MAX + 3], fdtext[40], mtext[80];
+    char *set[DDL_RANK_ENV_MAX + 5], fdtext[40], mtext[80], stext[80], atext[PATH_MAX + 20];
     ddl_error_t err;
     int p[2] = {-1, -1};
     if (s->captured != 1) {
@@ -844,6 +853,18 @@ static int restart(sup_t *s, beats_t *b)
     snprintf(mtext, sizeof mtext, "MASTER_ADDR=%s", world.b.master_addr);
     if (!node_mode && !getenv("MASTER_ADDR") && world.b.master_addr[0])
         set[k++] = mtext;
+    /* under Slurm, the step and its agent whatever the recorded environment
+     * holds (a restarted worker once lacked DDL_AGENT_SOCK) */
+    snprintf(stext, sizeof stext, "DDL_STEP_ID=%s", world.b.step);
+    snprintf(atext, sizeof atext, "DDL_AGENT_SOCK=%s", world.b.sock);
+    if (!node_mode && world.b.step[0])
+        set[k++] = stext;
+    if (!node_mode && world.b.sock[0]) {
+        set[k++] = atext;
+        if (!has_var(s->spawn.envp, atext))
+            ddl_warn("rank %ld: the recorded environment of worker %d lacked %s: set again",
+                     rank, (int)s->last_pid, atext);
+    }
     set[k] = NULL;
     const char *unset[] = {"DDL_HEARTBEAT_PATH", "DDL_HEARTBEAT_FD", NULL};
     pid_t pid = ddl_spawn_start(&s->spawn, set, unset, p[1], &err);
