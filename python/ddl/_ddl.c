@@ -645,41 +645,40 @@ static PyObject *m_restart_pending(PyObject *self, PyObject *unused)
     return PyBool_FromLong(initialized && ddl_restart_pending());
 }
 
-/* sync_environ: os.environ takes the values libddl set in the process's
- * environment (ddl_rejoin: DDL_*, RANK, WORLD_SIZE, LOCAL_RANK,
- * LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR), which Python's copy of it,
- * made at start, does not see. */
+/* sync_environ: os.environ takes every value of the process's environment
+ * that it does not hold yet (ddl_rejoin sets DDL_*, RANK, WORLD_SIZE,
+ * MASTER_ADDR and the like with setenv, which Python's copy of the
+ * environment, made at start, does not see). */
 static int sync_environ(void)
 {
-    static const char *const plain[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=",
-                                        "LOCAL_WORLD_SIZE=", "NODE_RANK=", "MASTER_ADDR=",
-                                        "MASTER_PORT=", NULL};
-    PyObject *pairs = PyList_New(0); /* first collected: setting them changes environ */
-    if (!pairs)
-        return -1;
-    int rc = 0;
-    for (char **e = environ; *e && rc == 0; e++) {
-        int ours = strncmp(*e, "DDL_", 4) == 0;
-        for (int i = 0; plain[i] && !ours; i++)
-            ours = strncmp(*e, plain[i], strlen(plain[i])) == 0;
-        const char *eq = strchr(*e, '=');
-        if (!ours || !eq)
-            continue;
-        PyObject *kv = Py_BuildValue("(NN)", PyUnicode_DecodeFSDefaultAndSize(*e, eq - *e),
-                                     PyUnicode_DecodeFSDefault(eq + 1));
-        rc = kv ? PyList_Append(pairs, kv) : -1;
-        Py_XDECREF(kv);
-    }
-    PyObject *os = rc == 0 ? PyImport_ImportModule("os") : NULL;
+    PyObject *os = PyImport_ImportModule("os");
     PyObject *env = os ? PyObject_GetAttrString(os, "environ") : NULL;
+    PyObject *pairs = env ? PyList_New(0) : NULL; /* collected first: setting changes environ */
     Py_XDECREF(os);
-    rc = env ? 0 : -1;
+    int rc = pairs ? 0 : -1;
+    for (char **e = environ; rc == 0 && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq)
+            continue;
+        PyObject *k = PyUnicode_DecodeFSDefaultAndSize(*e, eq - *e);
+        PyObject *v = k ? PyUnicode_DecodeFSDefault(eq + 1) : NULL;
+        PyObject *old = v ? PyObject_GetItem(env, k) : NULL;
+        if (v && !old)
+            PyErr_Clear(); /* absent (KeyError): set it */
+        int same = old && PyObject_RichCompareBool(old, v, Py_EQ) == 1;
+        PyObject *kv = v && !same ? PyTuple_Pack(2, k, v) : NULL;
+        rc = !v ? -1 : kv ? PyList_Append(pairs, kv) : 0;
+        Py_XDECREF(kv);
+        Py_XDECREF(old);
+        Py_XDECREF(v);
+        Py_XDECREF(k);
+    }
     for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(pairs); i++) {
         PyObject *kv = PyList_GET_ITEM(pairs, i);
         rc = PyObject_SetItem(env, PyTuple_GET_ITEM(kv, 0), PyTuple_GET_ITEM(kv, 1));
     }
+    Py_XDECREF(pairs);
     Py_XDECREF(env);
-    Py_DECREF(pairs);
     return rc;
 }
 
