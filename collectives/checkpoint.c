@@ -69,6 +69,7 @@
 #define F_WRITE 1u
 #define F_FSYNC 2u
 #define F_RENAME 4u
+#define F_EXIT 8u /* generation 0 only: _exit inside the commit, after its allgather */
 
 typedef struct {
     char *name;
@@ -1409,6 +1410,12 @@ static ddl_status_t decide(ddl_ckpt_t *ck)
         free(all);
         return st;
     }
+    if (ck->faults & F_EXIT) {
+        /* the peers go on: rank 0 publishes, then their agreement fails */
+        ddl_warn("DDL_CKPT_FAULT=exit: rank %d exits inside the commit of step %" PRId64,
+                 ck->rank, ck->step);
+        _exit(1);
+    }
     int bad = -1;
     for (int r = 0; r < ck->size && bad < 0; r++)
         if (!all[3 * r])
@@ -2146,7 +2153,8 @@ ddl_status_t ddl_ckpt_begin(ddl_comm_t *comm, const char *dir, int64_t step, int
         ck_fail(ck, DDL_ERR_IO, "%s", err.text); /* reported by write and commit */
     ck->faults = (fault("write", ck->rank) ? F_WRITE : 0) |
                  (fault("fsync", ck->rank) ? F_FSYNC : 0) |
-                 (fault("rename", ck->rank) ? F_RENAME : 0);
+                 (fault("rename", ck->rank) ? F_RENAME : 0) |
+                 (ddl_ctx.gen == 0 && fault("exit", ck->rank) ? F_EXIT : 0);
     textf(ck->dir, sizeof ck->dir, "%s", dir);
     step_path(ck->stepdir, sizeof ck->stepdir, dir, step, NULL);
     textf(ck->path, sizeof ck->path, "%s/rank-%d.shard", ck->stepdir, ck->rank);

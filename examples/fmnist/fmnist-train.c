@@ -73,6 +73,15 @@ typedef struct {
 static net_t net;
 #define N_PARAMS (net.n_params)
 
+/* mem_copy: a checkpoint kept in memory for --warm-restart (step `iter`,
+ * -1 for none, taken by rank `rank` of a world of `size`). */
+struct mem_copy {
+    float *params, *velocity;
+    double stats[3];
+    int64_t iter;
+    int rank, size;
+};
+
 static void net_init(const int *hidden, int nh)
 {
     net.nl = nh + 1;
@@ -1155,12 +1164,15 @@ int main(int argc, char **argv)
     const size_t nbatches = (ntrain + batch - 1) / batch;
     int64_t iter = 0; /* iterations done: the checkpoint step */
     int32_t modes[MAX_HIDDEN + 1] = {0}; /* per layer: DDL_GRADX_*, 0: --comm decides */
-    /* --warm-restart: the last committed checkpoint, as this rank wrote it */
-    float *mem_params = warm ? xcalloc(N_PARAMS, sizeof *params) : NULL;
-    float *mem_velocity = warm ? xcalloc(N_PARAMS, sizeof *velocity) : NULL;
-    double mem_stats[3] = {0.0, 0.0, 0.0};
-    int64_t mem_iter = -1;
-    int mem_rank = -1, mem_size = -1;
+    /* --warm-restart: the last committed checkpoint, as this rank wrote it,
+     * and the one being committed (a peer lost inside its commit can leave
+     * it latest, rank 0 having published it, while this rank's save failed) */
+    struct mem_copy mem[2] = {{.iter = -1}, {.iter = -1}};
+    for (int i = 0; warm && i < 2; i++) {
+        mem[i].params = xcalloc(N_PARAMS, sizeof *params);
+        mem[i].velocity = xcalloc(N_PARAMS, sizeof *velocity);
+    }
+    const struct mem_copy *kept = NULL;
     char from[PATH_MAX]; /* where this rank's shard is: the checkpoint level's directory */
     int level = DDL_CKPT_LEVEL_SHARED;
     const int levels = opt.ckpt_dir && getenv("DDL_CKPT_LOCAL_DIR") && *getenv("DDL_CKPT_LOCAL_DIR");
@@ -1186,11 +1198,19 @@ resume:
         if (iter < 0)
             iter = 0;
     }
-    if (iter > 0 && resumed && iter == mem_iter && rank == mem_rank && size == mem_size) {
-        /* a warm restart: the committed checkpoint is the one this rank kept */
-        memcpy(params, mem_params, N_PARAMS * sizeof *params);
-        memcpy(velocity, mem_velocity, N_PARAMS * sizeof *velocity);
-        memcpy(stats, mem_stats, sizeof stats);
+    kept = NULL;
+    for (int i = 0; i < 2; i++) {
+        if (!kept && resumed && iter > 0 && mem[i].iter == iter && mem[i].rank == rank &&
+            mem[i].size == size)
+            kept = &mem[i];
+        else
+            mem[i].iter = -1; /* another step, or one the world goes back behind */
+    }
+    if (kept) {
+        /* a warm restart: the committed checkpoint is one this rank kept */
+        memcpy(params, kept->params, N_PARAMS * sizeof *params);
+        memcpy(velocity, kept->velocity, N_PARAMS * sizeof *velocity);
+        memcpy(stats, kept->stats, sizeof stats);
         say("rank %d: warm restart %d: rank %d of %d, from checkpoint step %lld in memory\n",
             rank, resumed, rank, size, (long long)iter);
     } else if (iter > 0) {
@@ -1332,21 +1352,21 @@ resume:
             if (opt.ckpt_every && iter % opt.ckpt_every == 0) {
                 if (gpu)
                     gpu_fetch(gpu, params, velocity, stats);
-                ddl_status_t cst = save_checkpoint(comm, opt.ckpt_dir, iter, opt.ckpt_async,
-                                                   params, velocity, stats,
-                                                   xc.gx ? modes : NULL, net.nl);
-                saved = 1;
-                /* kept for a warm restart: used only if it is the step every rank
-                 * committed (an async one may be dropped in an abort: the one before
-                 * is then read from disk) */
-                if (warm && cst == DDL_OK) {
-                    memcpy(mem_params, params, N_PARAMS * sizeof *params);
-                    memcpy(mem_velocity, velocity, N_PARAMS * sizeof *velocity);
-                    memcpy(mem_stats, stats, sizeof stats);
-                    mem_iter = iter;
-                    mem_rank = rank;
-                    mem_size = size;
+                /* kept for a warm restart, in the older of the two copies: used
+                 * only if it is the step latest names (an async one may be
+                 * dropped in an abort: the one before is then read from disk) */
+                struct mem_copy *mc = warm ? &mem[mem[1].iter < mem[0].iter] : NULL;
+                if (mc) {
+                    memcpy(mc->params, params, N_PARAMS * sizeof *params);
+                    memcpy(mc->velocity, velocity, N_PARAMS * sizeof *velocity);
+                    memcpy(mc->stats, stats, sizeof stats);
+                    mc->iter = iter;
+                    mc->rank = rank;
+                    mc->size = size;
                 }
+                save_checkpoint(comm, opt.ckpt_dir, iter, opt.ckpt_async, params, velocity,
+                                stats, xc.gx ? modes : NULL, net.nl);
+                saved = 1;
             }
             if (opt.pace_ms > 0) {
                 struct timespec pace = {opt.pace_ms / 1000, (opt.pace_ms % 1000) * 1000000L};
@@ -1406,8 +1426,10 @@ resume:
 
     gpu_free(gpu);
     work_free(&w);
-    free(mem_params);
-    free(mem_velocity);
+    for (int i = 0; i < 2; i++) {
+        free(mem[i].params);
+        free(mem[i].velocity);
+    }
     free(order);
     free(velocity);
     free(grads);

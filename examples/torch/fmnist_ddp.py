@@ -26,6 +26,9 @@ restored.  The data come from Debian's dataset-fashion-mnist
 kept; it drops its DDP model, joins the new generation (ddl.torch.rejoin:
 its rank may change), reloads the last committed checkpoint from the copy
 it kept in memory (from disk when it has none of that step) and goes on.
+It keeps two copies: the last committed checkpoint and the one being saved,
+taken before save(), since a peer lost inside the commit can leave that one
+latest (rank 0 published it) although save() raised here.
 Only the processes that died start again.
 
 It ends with `final test accuracy: X%` and one `rank R: weights sha256 H`
@@ -229,7 +232,10 @@ def main():
             print("rank %d: generation %d: a new worker, resumed from the checkpoint of step %d"
                   % (rank, generation, step), flush=True)
     first_ckpt = None
-    kept = None  # --warm-restart: (step, tensors) of the last committed checkpoint
+    # --warm-restart: step -> tensors, the last committed checkpoint and the
+    # one being committed: a peer lost inside the commit can leave that one
+    # latest (rank 0 published it) although this rank's save() raised
+    kept = {}
     gen_first = True
     lo, hi = args.batch * rank // size, args.batch * (rank + 1) // size
     t_epoch, loss_sum, loss_n = time.time(), 0.0, 0
@@ -251,10 +257,12 @@ def main():
                 print("first-step gen %d at %d" % (generation, time.time_ns()), flush=True)
             gen_first = False
             if args.checkpoint_every and step % args.checkpoint_every == 0:
+                if warm:
+                    kept[step] = {name: t.detach().clone()
+                                  for name, t in checkpoint_state(net, opt).items()}
                 save_checkpoint(args.checkpoint_dir, step, net, opt)
-                if warm:  # committed on every rank: kept for a warm restart
-                    kept = (step, {name: t.detach().clone()
-                                   for name, t in checkpoint_state(net, opt).items()})
+                if warm:  # committed on every rank: the older copies are not needed
+                    kept = {step: kept[step]}
                 if first_ckpt is None:
                     first_ckpt = step
             if (generation == 0 and rank == args.die_after_checkpoint and first_ckpt is not None
@@ -278,13 +286,14 @@ def main():
             generation = int(os.environ.get("DDL_GENERATION", "0"))
             # the step every rank committed: the kept copy if it is that one
             latest = ddl.checkpoint.latest(args.checkpoint_dir) if args.checkpoint_dir else -1
-            if kept is not None and kept[0] == latest:
-                load_state(net, opt, kept[1])
+            if latest in kept:
+                load_state(net, opt, kept[latest])
+                kept = {latest: kept[latest]}
                 step, where = latest, "in memory"
             else:
                 step = restore_checkpoint(args.checkpoint_dir, net, opt) \
                     if args.checkpoint_dir else 0
-                where = "on disk"
+                where, kept = "on disk", {}
             print("rank %d: warm restart %d: rank %d of %d, from checkpoint step %d %s (%.2f s)"
                   % (old, generation, rank, size, step, where, time.time() - t0), flush=True)
             model = wrap()

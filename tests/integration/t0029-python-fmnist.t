@@ -13,7 +13,8 @@
 # ring's order depends on the element's position, and libddl's automatic
 # choice depends on link speeds measured at start.  Skips without torch or
 # the data set (dataset-fashion-mnist).  Warm (--warm-restart): the same
-# fault, the live ranks kept and rejoined in place, the same weights.
+# fault, the live ranks kept and rejoined in place, the same weights; a rank
+# lost inside a commit; a node lost and the world shrunk.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 SCRIPT="$top_srcdir/examples/torch/fmnist_ddp.py"
 DATA=${DDL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
@@ -65,6 +66,20 @@ t_is "$(grep -c '^rank [013]: warm restart 1: rank [013] of 4, from checkpoint s
 t_is "$(grep -c 'kept for a warm restart' "$T_TMP/err")" 3 "... their supervisors kept the processes"
 t_like "$T_TMP/out" '^rank 2: generation 1: a new worker, resumed from the checkpoint of step 10$' \
     "... rank 2's new worker resumed from the same checkpoint on disk"
+t_is "$(hashes | tr '\n' ' ')" "$h1 " "... and ended with the uninterrupted run's weights on every rank"
+t_ok "$(t_wait_procs 0 10; echo $?)" "no Python process left"
+
+# warm, rank 2 exiting inside the first commit (DDL_CKPT_FAULT=exit:2) once
+# every shard is written: rank 0 publishes step 10, the others' save()
+# raises; step 10 is latest, and they resume from the copy they took before
+# saving it
+# shellcheck disable=SC2086
+t_run 500 env DDL_CKPT_FAULT=exit:2 "$DDLRUN" -n 4 --restarts 2 --checkpoint-dir "$T_TMP/ck5" \
+    "$PY" -X "$T_TOKEN" "$SCRIPT" $ARGS --warm-restart
+t_status $? 0 "--warm-restart: rank 2 exiting inside the first commit, the job completes" "$T_TMP/err"
+sed 's/^/# /' "$T_TMP/out"
+t_is "$(grep -c '^rank [013]: warm restart 1: rank [013] of 4, from checkpoint step 10 in memory' "$T_TMP/out")" 3 \
+    "... ranks 0, 1 and 3 resumed from step 10 (published although their save raised), in memory"
 t_is "$(hashes | tr '\n' ' ')" "$h1 " "... and ended with the uninterrupted run's weights on every rank"
 t_ok "$(t_wait_procs 0 10; echo $?)" "no Python process left"
 

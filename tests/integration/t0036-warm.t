@@ -21,6 +21,9 @@
 #     ended, join the next one warm; no third restart; same weights;
 #  5. --checkpoint-async: the checkpoint pending at the kill is dropped by
 #     the kept ranks (never committed); same weights;
+#  6. rank 2 exiting inside a commit (DDL_CKPT_FAULT=exit:2), after rank 0
+#     published the step: the others' commit failed, yet they resume from
+#     their copy of that step in memory; same weights;
 #
 # and after each, nothing of the step left running.  Timings: bench/run-restart.sh.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
@@ -172,4 +175,20 @@ t_like "$T_TMP/async.err" "async checkpoint step [0-9]+ dropped uncommitted" \
 t_is "$(grep -c "^rank [013]: warm restart 1: " "$T_TMP/async.out")" 3 \
     "... ranks 0, 1 and 3 resumed warm"
 clean async
+
+# --- 6. a rank lost inside a commit -----------------------------------------------------
+# DDL_CKPT_FAULT=exit:2: rank 2 exits inside the first commit (step 20) once
+# every shard is written; rank 0 publishes step 20 and the other ranks'
+# commit fails.  Step 20 is latest although their save failed: they kept
+# its copy before saving, and resume from it in memory.
+PROG=$FMNIST
+export DDL_CKPT_FAULT=exit:2
+train commit
+unset DDL_CKPT_FAULT
+wait $run
+t_is $? 0 "commit: rank 2 exiting inside the first commit: the step finishes (exit 0)"
+t_like "$T_TMP/commit.err" "rank 2 exits inside the commit of step 20" "... rank 2 exited there"
+t_is "$(grep -c "^rank [013]: warm restart 1: rank [013] of 4, from checkpoint step 20 in memory$"     "$T_TMP/commit.out")" 3 "... ranks 0, 1 and 3 resumed from step 20 (published), in memory"
+t_is "$(crc commit)" "$want" "... with the weights of the baseline, bit for bit"
+clean commit
 t_done
