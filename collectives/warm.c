@@ -45,7 +45,9 @@ static struct {
 
 int ddl_restart_pending(void)
 {
-    return atomic_load(&warm.pending) != 0;
+    /* due: a collective returned DDL_RESTART for a peer's failure seen
+     * before the agents' decision (ddl_rejoin waits for it) */
+    return atomic_load(&warm.pending) || atomic_load(&warm.due);
 }
 
 int ddl_warm_rejoining(void)

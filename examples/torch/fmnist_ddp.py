@@ -217,7 +217,6 @@ def main():
         if args.hook in hooks:
             m.register_comm_hook(None, hooks[args.hook])
         return m
-    model = wrap()
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
 
     steps_per_epoch = len(x_train) // args.batch
@@ -231,6 +230,10 @@ def main():
         elif step and warm:  # a new worker among kept ones
             print("rank %d: generation %d: a new worker, resumed from the checkpoint of step %d"
                   % (rank, generation, step), flush=True)
+    # DDP only after the restore: its constructor broadcasts rank 0's weights
+    # to every rank, and in a warm restart the kept ranks' new DDP meets a
+    # fresh rank 0 here; it must send the checkpoint's, not its initial ones
+    model = wrap()
     first_ckpt = None
     # --warm-restart: step -> tensors, the last committed checkpoint and the
     # one being committed: a peer lost inside the commit can leave that one
@@ -282,7 +285,12 @@ def main():
                 raise
             model = None  # its process group goes with it (ddl.torch.rejoin)
             old, t0 = rank, time.time()
-            rank, size = ddl.torch.rejoin()
+            try:
+                rank, size = ddl.torch.rejoin()
+            except ddl.Error as e:  # withdrawn: the supervisor restarts this rank cold
+                print("rank %d: warm restart failed (%s); exit, to be restarted cold" % (old, e),
+                      flush=True)
+                return 1
             generation = int(os.environ.get("DDL_GENERATION", "0"))
             # the step every rank committed: the kept copy if it is that one
             latest = ddl.checkpoint.latest(args.checkpoint_dir) if args.checkpoint_dir else -1

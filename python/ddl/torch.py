@@ -25,13 +25,18 @@ the ended generation from loss.backward() (as a RuntimeError that carries
 ddl.Restart's text); ddl.restart_pending() tells it apart.  Drop the DDP
 model, call ddl.torch.rejoin() (the new world and a new process group),
 reload the last committed checkpoint into the module and wrap it in DDP
-again.  examples/torch/fmnist_ddp.py --warm-restart does so.
+again.  A fresh worker, too, must load the checkpoint before it builds its
+DDP: DDP's constructor sends rank 0's weights to every rank, and a fresh
+rank 0 among kept ranks would otherwise send its initial ones.
+examples/torch/fmnist_ddp.py --warm-restart does so.
 """
 
 import datetime
 import gc
 import os
 import socket
+import sys
+import traceback
 
 import torch
 import torch.distributed as dist
@@ -102,12 +107,36 @@ def rejoin(timeout=None):
     a fresh worker (the restarted rank's) never meets the old store: it
     cannot pass its ddl.init() before every kept rank has rejoined.  Raises
     ddl.Error if the warm path failed (exit non-zero: the rank is restarted
-    cold).  Returns (rank, world size)."""
+    cold).  Returns (rank, world size).
+
+    It may be called inside the except clause that caught the failure: the
+    exception being handled holds its traceback's frames, and a frame of
+    DDP's forward holds the module (and so the old group and its store,
+    which would make the new group's setup hang on rank 0's port); the
+    locals of those finished frames are cleared first."""
+    _release_frames()
     if dist.is_initialized():
         dist.destroy_process_group()
     gc.collect()  # the old group's last references, and with them its store
     _ddl_rejoin()
     return init_process_group(timeout=timeout, init_ddl=False)
+
+
+def _release_frames():
+    """Clear the locals of the finished frames in the tracebacks of the
+    exception being handled (sys.exc_info(), and the exceptions chained to
+    it), so that what they referenced can go: a DDP module whose forward
+    raised, its process group.  The frames still running (the caller's)
+    are left as they are.  Nothing happens outside an except clause."""
+    todo, seen = [sys.exc_info()[1]], set()
+    while todo:
+        exc = todo.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        if exc.__traceback__ is not None:
+            traceback.clear_frames(exc.__traceback__)
+        todo += [exc.__cause__, exc.__context__]
 
 
 def _sync_stream(t):

@@ -13,15 +13,21 @@
           itself at step 5; the other ranks (which ignore SIGTERM) must get an
           exception from loss.backward() (the agents abort the world) and
           print it; in later generations the run completes
+  frames  a module whose forward raises, in DDP: inside the except clause the
+          exception's traceback keeps the DDP module (and its process group)
+          alive, and ddl.torch._release_frames(), which ddl.torch.rejoin()
+          calls first, lets it go
 
 Prints PASS/FAIL lines; exits 1 on any failure.
 """
 
+import gc
 import hashlib
 import os
 import signal
 import sys
 import time
+import weakref
 
 import numpy as np
 import torch
@@ -150,16 +156,46 @@ def abort():
     print("rank %d: generation %d completed" % (ddl.rank(), gen), flush=True)
 
 
+class Raises(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 2)
+
+    def forward(self, x):
+        raise RuntimeError("forward failed")
+
+
+def frames():
+    for release in (False, True):
+        model = torch.nn.parallel.DistributedDataParallel(Raises())
+        ref = weakref.ref(model)
+        try:
+            model(torch.zeros(1, 2))
+        except RuntimeError:
+            model = None
+            if release:
+                ddl.torch._release_frames()
+            gc.collect()
+            alive = ref() is not None
+        if release:
+            check(not alive, "inside the except clause, _release_frames() lets the DDP module go")
+        else:
+            check(alive, "inside the except clause, the traceback keeps the DDP module alive "
+                  "(what _release_frames() is for)")
+
+
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
-    if mode not in ("hooks", "abort"):
-        print("usage: py-ddp-check.py hooks|abort", file=sys.stderr)
+    if mode not in ("hooks", "abort", "frames"):
+        print("usage: py-ddp-check.py hooks|abort|frames", file=sys.stderr)
         return 2
     ddl.torch.init_process_group()
     check(dist.get_rank() == ddl.rank() and dist.get_world_size() == ddl.size(),
           "torch.distributed and ddl agree on rank %d of %d" % (ddl.rank(), ddl.size()))
     if mode == "hooks":
         hooks()
+    elif mode == "frames":
+        frames()
     else:
         abort()
     r = ddl.rank()

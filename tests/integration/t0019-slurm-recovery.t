@@ -83,14 +83,8 @@ victim() {
     shift
     t_procs_of fmnist-train "fmnist-train .*$ck" "DDL_RANK=$r" "$@" | head -1
 }
-clean() { # clean WHAT: nothing of the step left on the nodes that are up
-    i=0
-    while [ $((i += 1)) -lt 100 ] &&
-        [ "$(cl_procs fmnist-train)$(cl_procs ddl-launch)$(cl_procs ddl-agent)" != 000 ]; do
-        sleep 0.1
-    done
-    t_is "$(cl_procs fmnist-train) $(cl_procs ddl-launch) $(cl_procs ddl-agent)" "0 0 0" \
-        "$1: no fmnist-train, ddl-launch or ddl-agent left on the nodes that are up"
+clean() { # clean WHAT: nothing of the step left on the nodes
+    cl_clean "$1: no fmnist-train, ddl-launch or ddl-agent left on the nodes that are up"
 }
 summary() { cat "$CK-$1/failure-gen0.json" 2>/dev/null; }
 

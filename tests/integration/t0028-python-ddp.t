@@ -8,7 +8,10 @@
 # `ddlrun --restarts 1`, a worker SIGKILLed in the middle of training: the
 # other ranks (ignoring SIGTERM) get an exception from loss.backward()
 # carrying the agents' reason, well before the 30 s grace period, and
-# generation 1 completes.  Skips without the ddl package or torch.
+# generation 1 completes.  A DDP module whose forward raised is let go
+# inside the except clause by ddl.torch._release_frames() (ddl.torch.rejoin()
+# calls it: the old process group must go before the new one is set up).
+# Skips without the ddl package or torch.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 CHECK="$top_srcdir/tests/helpers/py-ddp-check.py"
 
@@ -28,6 +31,12 @@ for n in 2 3; do
     fi
     t_is "$(grep -c 'overlap)$' "$T_TMP/out")" "$((3 * n))" "... each hook overlapped with backward on every rank"
 done
+
+t_run 120 "$DDLRUN" -n 1 "$PY" -X "$T_TOKEN" "$CHECK" frames
+t_status $? 0 "a DDP module whose forward raised: inside the except clause" "$T_TMP/err"
+t_is "$(grep -c '^PASS rank 0: inside the except clause' "$T_TMP/out")" 2 \
+    "... its traceback keeps it alive, and ddl.torch._release_frames() (which rejoin() calls) lets it go"
+grep '^FAIL' "$T_TMP/out" | sed 's/^/# /'
 
 t0=$(date +%s)
 t_run 300 "$DDLRUN" -n 3 --restarts 1 --grace 30 "$PY" -X "$T_TOKEN" "$CHECK" abort

@@ -36,14 +36,8 @@ train() {
 }
 crc() { t_checksums "$T_TMP/$1.out"; }
 victim() { t_procs_of fmnist-train "fmnist-train .*$ck" "DDL_RANK=$1" | head -1; }
-clean() {
-    i=0
-    while [ $((i += 1)) -lt 100 ] &&
-        [ "$(cl_procs fmnist-train)$(cl_procs ddl-launch)$(cl_procs ddl-agent)" != 000 ]; do
-        sleep 0.1
-    done
-    t_is "$(cl_procs fmnist-train) $(cl_procs ddl-launch) $(cl_procs ddl-agent)" "0 0 0" \
-        "$1: no fmnist-train, ddl-launch or ddl-agent left on the nodes"
+clean() { # clean WHAT: nothing of the step left on the nodes
+    cl_clean "$1: no fmnist-train, ddl-launch or ddl-agent left on the nodes"
 }
 
 train base

@@ -86,11 +86,5 @@ t_like "$T_TMP/twice.err" "node 2 \(n3\) came back after a loss, 2 times: more t
     "... the second return is linked, never given ranks"
 t_is "$(t_checksums "$T_TMP/twice.out" | cut -d' ' -f1)" 4 "... the step ends on 4 ranks, which agree"
 
-i=0
-while [ $((i += 1)) -lt 100 ] &&
-    [ "$(cl_procs fmnist-train)$(cl_procs ddl-launch)$(cl_procs ddl-agent)" != 000 ]; do
-    sleep 0.1
-done
-t_is "$(cl_procs fmnist-train) $(cl_procs ddl-launch) $(cl_procs ddl-agent)" "0 0 0" \
-    "no fmnist-train, ddl-launch or ddl-agent left on the nodes"
+cl_clean "no fmnist-train, ddl-launch or ddl-agent left on the nodes"
 t_done

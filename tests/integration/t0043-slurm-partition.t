@@ -68,13 +68,7 @@ cl_grown_ref "$T_TMP/cut.err" "$ck" "$CK-ref"
 t_is "$(t_checksums "$T_TMP/cut.out")" "$(t_checksums "$T_TMP/ref.out")" \
     "... with the weights of the step that grew back, bit for bit"
 
-i=0
-while [ $((i += 1)) -lt 100 ] &&
-    [ "$(cl_procs fmnist-train)$(cl_procs ddl-launch)$(cl_procs ddl-agent)" != 000 ]; do
-    sleep 0.1
-done
-t_is "$(cl_procs fmnist-train) $(cl_procs ddl-launch) $(cl_procs ddl-agent)" "0 0 0" \
-    "no fmnist-train, ddl-launch or ddl-agent left on the nodes"
+cl_clean "no fmnist-train, ddl-launch or ddl-agent left on the nodes"
 
 # A minority of several nodes: 4 nodes, 1 task each; n3-n4 cut off from
 # n1-n2 together.  n1-n2 are half of the step with the lowest-numbered

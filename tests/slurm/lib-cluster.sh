@@ -127,6 +127,17 @@ cl_procs() {
     done | wc -l
 }
 
+# cl_clean DESCRIPTION: wait up to 10 s for no fmnist-train, ddl-launch or
+# ddl-agent on the nodes that are up, then check it (one test point)
+cl_clean() {
+    i=0
+    while [ $((i += 1)) -lt 100 ] &&
+        [ "$(cl_procs fmnist-train)$(cl_procs ddl-launch)$(cl_procs ddl-agent)" != 000 ]; do
+        sleep 0.1
+    done
+    t_is "$(cl_procs fmnist-train) $(cl_procs ddl-launch) $(cl_procs ddl-agent)" "0 0 0" "$1"
+}
+
 cl_grown_ref() {
     s=$(sed -n 's/.*the world grows back.*resumes from the checkpoint of step \([0-9]*\)$/\1/p' "$1" |
         head -n 1)
