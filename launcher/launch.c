@@ -854,7 +854,9 @@ static int restart(sup_t *s, beats_t *b)
     if (!node_mode && !getenv("MASTER_ADDR") && world.b.master_addr[0])
         set[k++] = mtext;
     /* under Slurm, the step and its agent whatever the recorded environment
-     * holds (a restarted worker once lacked DDL_AGENT_SOCK) */
+     * holds (a restarted worker once lacked DDL_AGENT_SOCK: its predecessor
+     * had been recorded inside execve, with an environment not yet set up,
+     * which ddl_spawn_capture now refuses) */
     snprintf(stext, sizeof stext, "DDL_STEP_ID=%s", world.b.step);
     snprintf(atext, sizeof atext, "DDL_AGENT_SOCK=%s", world.b.sock);
     if (!node_mode && world.b.step[0])

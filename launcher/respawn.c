@@ -132,6 +132,17 @@ int ddl_spawn_capture(pid_t pid, ddl_spawn_t *sp, ddl_error_t *err)
     sp->argv = split0(buf, len);
     free(buf);
     buf = read_all(pid, "environ", &len);
+    if (buf && len == 0) {
+        /* caught inside execve: the new program (its /proc/PID/exe) and its
+         * arguments are in place, its environment not yet (the kernel sets
+         * the environment's end last); a worker's environment is never
+         * empty (ddl's variables), so this is not it: read it again later */
+        free(buf);
+        ddl_spawn_free(sp);
+        errno = EAGAIN;
+        return ddl_errprintf(err, "process %d is still being loaded (empty environment)",
+                             (int)pid);
+    }
     sp->envp = buf ? split0(buf, len) : NULL;
     free(buf);
     if (!sp->argv || !sp->envp) {

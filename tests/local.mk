@@ -10,6 +10,12 @@ tests_unit_t_agent_args_SOURCES = tests/unit/t_agent_args.c tests/tap.h
 tests_unit_t_agent_args_LDADD = common/libddlcommon.la
 tests_unit_t_rank_env_SOURCES = tests/unit/t_rank_env.c tests/tap.h
 tests_unit_t_rank_env_LDADD = common/libddlcommon.la
+# How ddl-launch records a worker and starts it again (launcher/respawn.c).
+check_PROGRAMS += tests/unit/t_respawn
+TESTS += tests/unit/t_respawn
+tests_unit_t_respawn_SOURCES = tests/unit/t_respawn.c launcher/respawn.c tests/tap.h
+tests_unit_t_respawn_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher
+tests_unit_t_respawn_LDADD = common/libddlcommon.la
 # The step log written by a thread of its own (common/log.c).
 check_PROGRAMS += tests/unit/t_log
 TESTS += tests/unit/t_log
