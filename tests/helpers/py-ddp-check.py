@@ -13,6 +13,12 @@
           itself at step 5; the other ranks (which ignore SIGTERM) must get an
           exception from loss.backward() (the agents abort the world) and
           print it; in later generations the run completes
+  warm    ddl.warm_enable(); a ddl.mem_alloc() buffer; the last rank SIGKILLs
+          itself at step 5 in generation 0; the others catch DDP's error
+          (ddl.restart_pending()), ddl.torch.rejoin() keeps their rank, the
+          old generation's Memory is refused (BufferError), a new one works,
+          and every rank (the restarted one too) trains 10 steps to the same
+          weights in generation 1
   frames  a module whose forward raises, in DDP: inside the except clause the
           exception's traceback keeps the DDP module (and its process group)
           alive, and ddl.torch._release_frames(), which ddl.torch.rejoin()
@@ -156,6 +162,40 @@ def abort():
     print("rank %d: generation %d completed" % (ddl.rank(), gen), flush=True)
 
 
+def warm():
+    gen = int(os.environ.get("DDL_GENERATION", "0"))
+    victim = ddl.size() - 1
+    if gen == 0:
+        ddl.warm_enable()
+        mem = ddl.mem_alloc(4096)
+        np.frombuffer(mem, np.uint8)[:] = 7
+        try:
+            train(ddl.torch.allreduce_hook, steps=40, die_at=5 if ddl.rank() == victim else None)
+            check(False, "generation 0 raised when rank %d died" % victim)
+            return
+        except Exception:  # noqa: BLE001 (DDP raises the hook's ddl.Restart as RuntimeError)
+            check(ddl.restart_pending(), "generation 0 ended: ddl.restart_pending() is true")
+        old, size = ddl.rank(), ddl.size()
+        r, n = ddl.torch.rejoin()
+        check((r, n) == (old, size), "ddl.torch.rejoin(): rank %d of %d again (%d of %d)"
+              % (old, size, r, n))
+        check(int(os.environ.get("DDL_GENERATION", "0")) == 1, "... in generation 1")
+        try:
+            memoryview(mem)
+            refused = False
+        except BufferError:
+            refused = True
+        check(refused, "the Memory of generation 0 is refused after the rejoin (BufferError)")
+        mem.free()  # released already: nothing happens
+        gen = 1
+    mem = ddl.mem_alloc(4096)  # collective: the restarted rank's worker too
+    check(len(memoryview(mem)) == 4096, "ddl.mem_alloc() works in generation %d" % gen)
+    mem.free()
+    net, _, _, _ = train(ddl.torch.allreduce_hook, steps=10)
+    check(all_same(weights_hash(net)), "generation %d: every rank holds the same weights" % gen)
+    print("rank %d: generation %d completed" % (ddl.rank(), gen), flush=True)
+
+
 class Raises(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -186,8 +226,8 @@ def frames():
 
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
-    if mode not in ("hooks", "abort", "frames"):
-        print("usage: py-ddp-check.py hooks|abort|frames", file=sys.stderr)
+    if mode not in ("hooks", "abort", "frames", "warm"):
+        print("usage: py-ddp-check.py hooks|abort|frames|warm", file=sys.stderr)
         return 2
     ddl.torch.init_process_group()
     check(dist.get_rank() == ddl.rank() and dist.get_world_size() == ddl.size(),
@@ -196,6 +236,8 @@ def main():
         hooks()
     elif mode == "frames":
         frames()
+    elif mode == "warm":
+        warm()
     else:
         abort()
     r = ddl.rank()

@@ -8,7 +8,8 @@
 # `ddlrun --restarts 1`, a worker SIGKILLed in the middle of training: the
 # other ranks (ignoring SIGTERM) get an exception from loss.backward()
 # carrying the agents' reason, well before the 30 s grace period, and
-# generation 1 completes.  A DDP module whose forward raised is let go
+# generation 1 completes.  Warm: the same kill, the others rejoin in place
+# (ddl.torch.rejoin) and their ddl.Memory of generation 0 is refused.  A DDP module whose forward raised is let go
 # inside the except clause by ddl.torch._release_frames() (ddl.torch.rejoin()
 # calls it: the old process group must go before the new one is set up).
 # Skips without the ddl package or torch.
@@ -31,6 +32,19 @@ for n in 2 3; do
     fi
     t_is "$(grep -c 'overlap)$' "$T_TMP/out")" "$((3 * n))" "... each hook overlapped with backward on every rank"
 done
+
+# TCP between the ranks: over UCX 1.13's shared memory a kept rank whose
+# single-copy (CMA) transfer meets the killed one is aborted by UCX (t0029)
+t_run 300 env UCX_TLS=tcp,self "$DDLRUN" -n 3 --restarts 1 "$PY" -X "$T_TOKEN" "$CHECK" warm
+t_status $? 0 "warm restart: the last rank killed, the others rejoin in place" "$T_TMP/err"
+grep -E '^(FAIL|rank)' "$T_TMP/out" | sed 's/^/# /'
+t_is "$(grep -c '^PASS rank [01]: the Memory of generation 0 is refused after the rejoin' "$T_TMP/out")" 2 \
+    "... the kept ranks' ddl.Memory of generation 0 is refused (BufferError)"
+t_is "$(grep -c '^PASS rank [01]: ddl.torch.rejoin(): rank \([01]\) of 3 again' "$T_TMP/out")" 2 \
+    "... they rejoined with their rank"
+t_is "$(grep -c '^PASS rank [0-2]: generation 1: every rank holds the same weights' "$T_TMP/out")" 3 \
+    "... and the 3 ranks of generation 1 agree"
+t_is "$(grep -c '^FAIL' "$T_TMP/out")" 0 "... no check failed"
 
 t_run 120 "$DDLRUN" -n 1 "$PY" -X "$T_TOKEN" "$CHECK" frames
 t_status $? 0 "a DDP module whose forward raised: inside the except clause" "$T_TMP/err"
