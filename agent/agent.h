@@ -66,6 +66,8 @@ typedef struct {
     uint32_t spares;           /* the last `spares` nodes wait idle to replace lost ones */
     uint32_t min_nodes;        /* without a spare, a lost node shrinks the world down to
                                 * this many nodes (0: never shrink) */
+    int cut_off_wait_s;        /* a node cut off by a partition waits this long to be taken
+                                * back (DDL_CUT_OFF_WAIT_S) */
     uint32_t node_retakes;     /* a lost node whose agent comes back is taken back as a
                                 * spare this many times (DDL_NODE_RETAKES); later returns
                                 * are linked but never given ranks */

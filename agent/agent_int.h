@@ -36,10 +36,6 @@
 #include "proto.h"
 #include "world.h"
 
-/* A node cut off by a partition (alone, or on the minority side) asks the
- * others to take it back for this long, then its ranks stop. */
-#define DDL_CUT_OFF_WAIT_S 60
-
 enum { CONN_UNIX, CONN_TCP_NEW, CONN_PEER, CONN_LEADER };
 
 #define HELLO_TIMEOUT_MS 5000  /* a TCP connection that has not authenticated is dropped */

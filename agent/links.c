@@ -618,7 +618,7 @@ static void ask_back(agent_t *a)
     if (ddl_now_ms() >= a->cut_until) {
         a->cut_until = 0;
         snprintf(why, sizeof why, "no other node of the step took this one back within %d s "
-                 "of the cut", DDL_CUT_OFF_WAIT_S);
+                 "of the cut (DDL_CUT_OFF_WAIT_S)", o->cut_off_wait_s);
         stop_here(a, why);
         return;
     }

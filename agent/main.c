@@ -199,6 +199,9 @@ static int cmd_serve(int argc, char **argv)
     if (ddl_env_long(DDLENV_DDL_NODE_RETAKES, &v, &err) < 0)
         return bad("serve: %s", err.text);
     o.node_retakes = (uint32_t)v;
+    if (ddl_env_long(DDLENV_DDL_CUT_OFF_WAIT_S, &v, &err) < 0)
+        return bad("serve: %s", err.text);
+    o.cut_off_wait_s = (int)v;
     if (a.local_ranks && ddl_rank_list_parse(a.local_ranks, &local, &o.nlocal) < 0)
         return bad("serve: --local-ranks: '%s': %s", a.local_ranks, strerror(errno));
     o.local = local;

@@ -259,7 +259,7 @@ void members_now(agent_t *a)
  * the rest by a partition that may heal.  Its ranks stop and its tasks wait
  * as a spare's (a generation of its own in which this node holds no rank,
  * never sent to anyone), it leads no more, and it asks the other nodes to
- * take it back (ask_back, links.c) for DDL_CUT_OFF_WAIT_S.  Its followers
+ * take it back (ask_back, links.c) for DDL_CUT_OFF_WAIT_S seconds.  Its followers
  * on this side, their links closed, choose a leader among themselves
  * (takeover) that finds no majority either and does the same, until each
  * node of the minority waits on its own: a node taken back is taken back
@@ -278,14 +278,14 @@ static void cut_off(agent_t *a, const char *line, const char *minority)
     ddl_msg_t m = restart_msg(a, a->gen + 1, map, master, sizeof master);
     snprintf(cause, sizeof cause, "generation %u: %s; %s: node %u waits to be taken back (up to "
              "%d s), its tasks as a spare's", a->gen, line, minority, o->node_id,
-             DDL_CUT_OFF_WAIT_S);
+             o->cut_off_wait_s);
     m.u.generation.cause = cause;
     ddl_error("%s", cause);
     step_down(a);
     apply_generation(a, &m);
     a->gen_local = 1; /* told nobody: a leader taking this node back renumbers it */
     free(map);
-    a->cut_until = ddl_now_ms() + DDL_CUT_OFF_WAIT_S * 1000;
+    a->cut_until = ddl_now_ms() + (int64_t)o->cut_off_wait_s * 1000;
     a->rejoin_at = ddl_now_ms() + 1000; /* the first round of asks */
 }
 

@@ -11,7 +11,8 @@
 # to take it back.  The partition heals: n1 takes n3 back as a spare and the
 # world grows back to 6 ranks at the next checkpoint; the final weights are
 # those of a plain 6-rank step resumed from that checkpoint, bit for bit.
-# Then, on 4 nodes, a minority of two nodes cut off together (below).
+# Then n3 cut off for good with DDL_CUT_OFF_WAIT_S=3: it stops after 3 s;
+# and on 4 nodes, a minority of two nodes cut off together (below).
 # Skips like t0015 (root, Slurm, plugin, fmnist and its data).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 . "$top_srcdir/tests/slurm/lib-cluster.sh"
@@ -68,6 +69,28 @@ cl_grown_ref "$T_TMP/cut.err" "$ck" "$CK-ref"
 t_is "$(t_checksums "$T_TMP/cut.out")" "$(t_checksums "$T_TMP/ref.out")" \
     "... with the weights of the step that grew back, bit for bit"
 
+cl_clean "no fmnist-train, ddl-launch or ddl-agent left on the nodes"
+
+# A node cut off that nobody takes back: DDL_CUT_OFF_WAIT_S=3 (60 s by
+# default), n3 cut off after the first checkpoint and healed only after the
+# step.  n1-n2 shrink and finish; n3 waits 3 s, then its tasks stop with 93.
+ck="$CK-wait"
+# shellcheck disable=SC2086 # ARGS: several words
+DDL_CUT_OFF_WAIT_S=3 timeout -k 5 240 srun --mpi=pmix -N3 --ntasks-per-node=2 --ddl \
+    --ddl-restarts=2 --ddl-min-nodes=1 --no-kill --ddl-checkpoint-dir="$ck" -J "$T_TOKEN" \
+    "$FMNIST" $ARGS --checkpoint-dir "$ck" >"$T_TMP/wait.out" 2>"$T_TMP/wait.err" &
+run=$!
+t_wait_file "$ck/latest" 90
+sh "$CLUSTER" cut "$CL_DIR" n3
+wait $run
+rc=$?
+sh "$CLUSTER" heal "$CL_DIR" n3
+t_status "$rc" 93 "DDL_CUT_OFF_WAIT_S=3, n3 cut off for good: srun exits 93 (n3's tasks)" \
+    "$T_TMP/wait.err"
+t_like "$T_TMP/wait.err" "node 2 waits to be taken back \(up to 3 s\)" "... n3 waits to be taken back, up to 3 s"
+t_like "$T_TMP/wait.err" "no other node of the step took this one back within 3 s of the cut \(DDL_CUT_OFF_WAIT_S\)" \
+    "... then its tasks stop, saying why"
+t_is "$(t_checksums "$T_TMP/wait.out" | cut -d' ' -f1)" 4 "... n1-n2 end the step on 4 ranks, which agree"
 cl_clean "no fmnist-train, ddl-launch or ddl-agent left on the nodes"
 
 # A minority of several nodes: 4 nodes, 1 task each; n3-n4 cut off from
