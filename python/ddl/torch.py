@@ -128,15 +128,15 @@ def _release_frames():
     it), so that what they referenced can go: a DDP module whose forward
     raised, its process group.  The frames still running (the caller's)
     are left as they are.  Nothing happens outside an except clause."""
-    todo, seen = [sys.exc_info()[1]], set()
-    while todo:
-        exc = todo.pop()
+    chain, seen = [sys.exc_info()[1]], set()
+    while chain:
+        exc = chain.pop()
         if exc is None or id(exc) in seen:
             continue
         seen.add(id(exc))
         if exc.__traceback__ is not None:
             traceback.clear_frames(exc.__traceback__)
-        todo += [exc.__cause__, exc.__context__]
+        chain += [exc.__cause__, exc.__context__]
 
 
 def _sync_stream(t):
