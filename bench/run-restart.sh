@@ -112,6 +112,7 @@ ddl_case() {
     : >"$tmp/first"
     i=0
     while [ $i -lt "$runs" ]; do
+        : >"$tmp/log" # wait_gen0 must not find the last run's first step
         { timeout 120 "$ddlrun" -n 4 --restarts 1 "$@" "$probe" 50 2>&1 | stamp >"$tmp/log"; } &
         job=$!
         wait_gen0
@@ -168,6 +169,7 @@ ddl_emu_case() {
     i=0
     while [ $i -lt "$runs" ]; do
         # shellcheck disable=SC2086 # in_ns: several words or none
+        : >"$tmp/log" # wait_gen0 must not find the last run's first step
         { DDL_LOG_TIME=1 DDL_LOG_LEVEL=info UCX_TLS=tcp,self timeout 120 $in_ns "$ddlrun" -n 2 \
             --nodes 2 --emulate --spares 1 --restarts 1 "$probe" 50 2>&1 | stamp >"$tmp/log"; } &
         job=$!
@@ -210,6 +212,7 @@ warm_case() {
     i=0
     while [ $i -lt "$runs" ]; do
         for mode in cold warm; do
+            : >"$tmp/log" # wait_gen0 must not find the last run's first step
             { FT_PROBE_WARM=$([ $mode = warm ] && echo 1 || echo 0) DDL_LOG_TIME=1 \
                 DDL_LOG_LEVEL=info UCX_TLS=tcp,self timeout 120 "$ddlrun" -n 2 --nodes 2 \
                 --emulate --spares 1 --restarts 1 "$probe" 50 2>&1 | stamp >"$tmp/log"; } &
@@ -492,6 +495,7 @@ ddl_slurm_case() {
     while [ $i -lt "$runs" ]; do
         # a crash of an earlier run or case left a node down
         case $action:$crashed in crash*|*:1) restart_cluster; crashed=0 ;; esac
+        : >"$tmp/log" # wait_gen0 must not find the last run's first step
         { UCX_TLS=tcp,self DDL_LOG_TIME=1 DDL_LOG_LEVEL=info timeout 120 srun --no-kill \
             --mpi=pmix -N3 --ntasks-per-node=1 --ddl --ddl-restarts=1 --ddl-spares=1 "$@" \
             "$probe" 50 2>&1 | stamp >"$tmp/log"; } &
