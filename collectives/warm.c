@@ -267,8 +267,8 @@ ddl_status_t ddl_rejoin(ddl_comm_t **world)
     long t;
     ddl_error_t err;
     if (ddl_env_long_in(DDLENV_DDL_BOOTSTRAP_TIMEOUT, 1, DDL_BOOTSTRAP_TIMEOUT_MAX_S,
-                        DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S, &t, &err) == 0)
-        timeout_s = (int)t;
+                        DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S, &t, &err) >= 0)
+        timeout_s = (int)t; /* set or default; ddl_init() refused a bad value */
     char sock[4096];
     const char *s = ddl_env_str(DDLENV_DDL_AGENT_SOCK);
     snprintf(sock, sizeof sock, "%s", s ? s : "");

@@ -239,7 +239,7 @@ int ddl_restart_pending(void);
  * ddl_init().  An asynchronous checkpoint still in flight is abandoned.
  *
  * Blocking: until every rank of the new generation has joined, at most
- * DDL_BOOTSTRAP_TIMEOUT seconds (default 60).  Call from the thread that
+ * DDL_BOOTSTRAP_TIMEOUT seconds (default 120).  Call from the thread that
  * runs the collectives, with no other libddl call in flight.  Not
  * thread-safe (it changes the environment).  Returns DDL_OK;
  * DDL_ERR_NOT_INITIALIZED; DDL_ERR_INVALID without ddl_warm_enable() or

@@ -15,6 +15,16 @@
  *                             is aborted; ddl_comm_free refuses B while it
  *                             has pending operations; aborting the world
  *                             aborts every communicator
+ *   nb-check warm-due         (ddlrun --restarts 1, DDL_BOOTSTRAP_TIMEOUT=2)
+ *                             every rank opts in to warm restarts; in
+ *                             generation 0 the last rank sees a failure
+ *                             before the agents decided anything (it aborts
+ *                             the world itself): its collective returns
+ *                             DDL_RESTART and ddl_restart_pending() says 1
+ *                             at once; no decision comes, so its
+ *                             ddl_rejoin() fails with DDL_ERR_TIMEOUT and
+ *                             it exits 3, to be restarted cold; the others
+ *                             rejoin generation 1 warm, with its new worker
  *
  * Prints "PASS"/"FAIL" lines and exits non-zero on any failure.
  */
@@ -221,6 +231,50 @@ static void abort_queued(void)
     ddl_comm_free(c);
 }
 
+static void warm_due(void)
+{
+    const char *g = getenv("DDL_GENERATION");
+    const int gen = g ? atoi(g) : 0;
+    ddl_comm_t *w = ddl_comm_world();
+    double x = 1;
+    expect(ddl_warm_enable(), DDL_OK, "ddl_warm_enable");
+    if (gen == 0) { /* a new worker of generation 1 goes on where the kept ones do */
+        expect(ddl_allreduce(w, DDL_IN_PLACE, &x, 1, DDL_FLOAT64, DDL_SUM), DDL_OK,
+               "a first allreduce");
+        check(x == size, "... sums to the world size");
+    }
+    if (gen == 0 && rank == size - 1) {
+        check(!ddl_restart_pending(), "no restart pending before the failure");
+        ddl_comm_abort(w, "a failure seen here before any decision (nb-check warm-due)");
+        expect(ddl_allreduce(w, DDL_IN_PLACE, &x, 1, DDL_FLOAT64, DDL_SUM), DDL_RESTART,
+               "the failure before any decision: the collective returns DDL_RESTART");
+        check(ddl_restart_pending(), "... and ddl_restart_pending() says 1 at once");
+        double t0 = now_ms();
+        expect(ddl_rejoin(NULL), DDL_ERR_TIMEOUT,
+               "no decision comes: ddl_rejoin() gives up with DDL_ERR_TIMEOUT");
+        double took = now_ms() - t0;
+        printf("rank %d: ddl_rejoin gave up after %.0f ms\n", rank, took);
+        check(took >= 1500 && took < 10000, "... after DDL_BOOTSTRAP_TIMEOUT (2 s)");
+        check(!ddl_restart_pending(), "... and no restart is pending any more");
+        fflush(stdout);
+        exit(check_failures ? 1 : 3); /* withdrawn: to be restarted cold */
+    }
+    if (gen == 0) {
+        expect(ddl_allreduce(w, DDL_IN_PLACE, &x, 1, DDL_FLOAT64, DDL_SUM), DDL_RESTART,
+               "the peer's exit ended generation 0: DDL_RESTART");
+        check(ddl_restart_pending(), "... and ddl_restart_pending() says 1");
+        expect(ddl_rejoin(&w), DDL_OK, "ddl_rejoin() joins generation 1 warm");
+        check(w == ddl_comm_world() && ddl_size() == size && ddl_rank() == rank,
+              "... same size, same rank");
+        check(!ddl_restart_pending(), "... and no restart is pending any more");
+    }
+    x = 1;
+    expect(ddl_allreduce(w, DDL_IN_PLACE, &x, 1, DDL_FLOAT64, DDL_SUM), DDL_OK,
+           "an allreduce in generation 1");
+    check(x == size, "... sums to the world size");
+    printf("rank %d: generation %s, done\n", rank, gen ? "1 (cold)" : "1 (warm)");
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -240,11 +294,14 @@ int main(int argc, char **argv)
         abort_blocking();
     else if (strcmp(mode, "abort-queued") == 0)
         abort_queued();
+    else if (strcmp(mode, "warm-due") == 0)
+        warm_due();
     else {
-        fprintf(stderr, "usage: nb-check overlap|abort-pending|abort-blocking|abort-queued\n");
+        fprintf(stderr, "usage: nb-check overlap|abort-pending|abort-blocking|abort-queued|"
+                "warm-due\n");
         return 2;
     }
     st = ddl_finalize();
-    check(st == DDL_OK, "ddl_finalize returns");
+    expect(st, DDL_OK, "ddl_finalize returns");
     return check_failures ? 1 : 0;
 }
