@@ -76,6 +76,7 @@ typedef struct {
     int rank, size, local_rank, local_size, node_id, nnodes;
     uint32_t gen;
     int agent_fd;
+    int boot_timeout_s; /* DDL_BOOTSTRAP_TIMEOUT as ddl_init() read it (with an agent) */
 
     ddl_tl_t *tl;         /* the transport (ucx.c), NULL in a world of one */
     int ucx_cuda;         /* UCX reports CUDA memory support (GPU-direct) */

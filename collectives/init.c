@@ -94,6 +94,7 @@ static ddl_status_t bootstrap(const void *addr, size_t addr_len)
     if ((st = env_int(DDLENV_DDL_BOOTSTRAP_TIMEOUT, 1, DDL_BOOTSTRAP_TIMEOUT_MAX_S,
                       DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S, &timeout_s)) != DDL_OK)
         return st;
+    ddl_ctx.boot_timeout_s = timeout_s; /* ddl_rejoin waits as long for a decision */
     ddl_ctx.agent_fd = ddl_sock_connect(sock, 5000, &err);
     if (ddl_ctx.agent_fd < 0)
         return ddl_fail(DDL_ERR_BOOTSTRAP, "rank %d: %s", ddl_ctx.rank, err.text);

@@ -263,12 +263,8 @@ ddl_status_t ddl_rejoin(ddl_comm_t **world)
     warm.rejoining = 1;
     /* a peer failed: nothing more goes out on this world */
     ddl_comm_abort(&ddl_ctx.world, "this rank leaves the generation (ddl_rejoin)");
-    int timeout_s = DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S;
-    long t;
-    ddl_error_t err;
-    if (ddl_env_long_in(DDLENV_DDL_BOOTSTRAP_TIMEOUT, 1, DDL_BOOTSTRAP_TIMEOUT_MAX_S,
-                        DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S, &t, &err) >= 0)
-        timeout_s = (int)t; /* set or default; ddl_init() refused a bad value */
+    const int timeout_s = ddl_ctx.boot_timeout_s > 0 ? ddl_ctx.boot_timeout_s
+                                                     : DDL_BOOTSTRAP_TIMEOUT_DEFAULT_S;
     char sock[4096];
     const char *s = ddl_env_str(DDLENV_DDL_AGENT_SOCK);
     snprintf(sock, sizeof sock, "%s", s ? s : "");
