@@ -216,26 +216,21 @@ void handle_auth(agent_t *a, conn_t *c, const ddl_msg_t *m)
     }
 }
 
-/* connect_to: a link to the leader agent at addr, authenticated both ways
- * (auth.h): this node proves it belongs to the step, the leader proves it
- * too before anything it says is believed; the secret never crosses the
- * wire.  Blocks up to timeout_ms to connect, as long again for the answer. */
-int connect_to(agent_t *a, const char *addr, int timeout_ms)
+static int auth_answer(agent_t *a, int fd, const char *addr, const uint8_t *nonce,
+                       int timeout_ms);
+
+/* auth_send: the first half of linking to a leader agent over fd (a
+ * connected socket): this node's PEER_AUTH, with a fresh nonce (into
+ * nonce), which proves that it belongs to the step; the secret never
+ * crosses the wire.  The first time, this agent also starts listening, on
+ * the address that reaches the leader, where it would lead after a
+ * takeover.  0, or -1 (logged; fd left open). */
+static int auth_send(agent_t *a, int fd, uint8_t nonce[DDL_AUTH_NONCE])
 {
     const ddl_agent_opts_t *o = a->opts;
     ddl_error_t err;
     ddl_msg_t m = {.type = DDL_MSG_PEER_AUTH};
-    uint8_t nonce[DDL_AUTH_NONCE], mac[DDL_AUTH_MAC];
-    if (!hostport_ok(addr)) {
-        ddl_error("node %u: the leader agent's address '%s' is not IPv4:port", o->node_id, addr);
-        return -1;
-    }
-    int fd = ddl_tcp_connect(addr, timeout_ms, &err);
-    if (fd < 0) {
-        ddl_log(a->ask_quiet ? DDL_LOG_DEBUG : DDL_LOG_ERROR,
-                "node %u: cannot reach the leader agent: %s", o->node_id, err.text);
-        return -1;
-    }
+    uint8_t mac[DDL_AUTH_MAC];
     if (o->supervise && a->listen_fd < 0) {
         /* where this agent would lead: the address that reaches the leader */
         struct sockaddr_in sa;
@@ -251,22 +246,66 @@ int connect_to(agent_t *a, const char *addr, int timeout_ms)
                      "leader", o->node_id, err.text);
     }
     const char *listen = a->roster ? a->roster[o->node_id] : "";
-    a->refused = 0;
     if (ddl_auth_nonce(nonce, &err) < 0 ||
         ddl_auth_hello_mac(o->secret, o->secret_len, o->step, o->node_id, a->host, listen, nonce,
                            mac) < 0) {
         ddl_error("node %u: cannot authenticate to the leader agent: %s", o->node_id,
                   errno == EIO ? "libcrypto failed" : err.text);
-        close(fd);
         return -1;
     }
     m.u.peer_auth.step = (char *)o->step;
     m.u.peer_auth.node_id = o->node_id;
     m.u.peer_auth.host = a->host;
     m.u.peer_auth.listen = (char *)listen;
-    memcpy(m.u.peer_auth.nonce, nonce, sizeof nonce);
+    memcpy(m.u.peer_auth.nonce, nonce, DDL_AUTH_NONCE);
     memcpy(m.u.peer_auth.mac, mac, sizeof mac);
-    if (ddl_proto_send(fd, &m) < 0 || ddl_proto_recv(fd, &m, timeout_ms, &err) < 0) {
+    if (ddl_proto_send(fd, &m) < 0) {
+        ddl_log(a->ask_quiet ? DDL_LOG_DEBUG : DDL_LOG_ERROR,
+                "node %u: cannot send to the agent: %s", o->node_id, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* connect_to: a link to the leader agent at addr, authenticated both ways
+ * (auth.h).  Blocks up to timeout_ms to connect, as long again for the
+ * answer. */
+int connect_to(agent_t *a, const char *addr, int timeout_ms)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    ddl_error_t err;
+    uint8_t nonce[DDL_AUTH_NONCE];
+    if (!hostport_ok(addr)) {
+        ddl_error("node %u: the leader agent's address '%s' is not IPv4:port", o->node_id, addr);
+        return -1;
+    }
+    a->refused = 0;
+    int fd = ddl_tcp_connect(addr, timeout_ms, &err);
+    if (fd < 0) {
+        ddl_log(a->ask_quiet ? DDL_LOG_DEBUG : DDL_LOG_ERROR,
+                "node %u: cannot reach the leader agent: %s", o->node_id, err.text);
+        return -1;
+    }
+    if (auth_send(a, fd, nonce) < 0) {
+        close(fd);
+        return -1;
+    }
+    return auth_answer(a, fd, addr, nonce, timeout_ms);
+}
+
+/* auth_answer: the second half: the leader's answer on fd to the PEER_AUTH
+ * that carried nonce, waited for up to timeout_ms.  It must prove that it
+ * belongs to the step too before anything it says is believed.  0: fd is
+ * this node's link to the leader (a->up); -1: fd closed, a->refused the
+ * leader's ERROR code if it refused (0: no answer, or a wrong one). */
+static int auth_answer(agent_t *a, int fd, const char *addr, const uint8_t *nonce,
+                       int timeout_ms)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    ddl_error_t err;
+    ddl_msg_t m = {0};
+    a->refused = 0;
+    if (ddl_proto_recv(fd, &m, timeout_ms, &err) < 0) {
         ddl_log(a->ask_quiet ? DDL_LOG_DEBUG : DDL_LOG_ERROR,
                 "node %u: the agent at %s did not authenticate this node: %s (not the leader "
                 "of step %s, or another secret)", o->node_id, addr,
@@ -604,16 +643,17 @@ void step_down(agent_t *a)
     a->tfd = -1;
 }
 
-/* ask_back: a node cut off asks the others, lowest first, to take it back:
- * the leader of the rest welcomes it (and takes it back as a spare, as a
- * node that froze and resumed), or says to ask again, or refuses (its
- * ranks stop); the others do not answer.  Asks again every CUT_ASK_MS,
- * until cut_until; when every node refuses the connection, their agents
- * are gone: the step ended there, and so do this node's ranks. */
+/* ask_back: a node cut off asks the others to take it back, all at once
+ * (one node at a time, a step of a thousand nodes would take a thousand
+ * seconds per round, with this agent's loop blocked): the leader of the
+ * rest welcomes it (and takes it back as a spare, as a node that froze and
+ * resumed), or says to ask again, or refuses (its ranks stop); the others
+ * do not answer.  Blocks up to 2 x ASK_LEADER_MS; asks again every
+ * CUT_ASK_MS, until cut_until; when every node refuses the connection,
+ * their agents are gone: the step ended there, and so do this node's ranks. */
 static void ask_back(agent_t *a)
 {
     const ddl_agent_opts_t *o = a->opts;
-    int asked = 0, gone = 0;
     char why[300];
     if (ddl_now_ms() >= a->cut_until) {
         a->cut_until = 0;
@@ -622,41 +662,71 @@ static void ask_back(agent_t *a)
         stop_here(a, why);
         return;
     }
-    for (uint32_t n = 0; n < o->nnodes; n++) {
-        if (n == o->node_id || !a->roster[n][0])
-            continue;
-        char addr[sizeof a->roster[0]];
-        snprintf(addr, sizeof addr, "%s", a->roster[n]);
-        asked++;
-        errno = 0;
-        a->ask_quiet = 1; /* a round of asks in vain is expected: no error each time */
-        int linked = connect_to(a, addr, ASK_LEADER_MS) == 0;
-        int e = errno;
-        a->ask_quiet = 0;
-        if (linked) {
-            a->cut_until = 0;
-            ddl_warn("generation %u: node %u reaches the step's leader agent (node %u, %s): "
-                     "linked again", a->gen, o->node_id, a->leader_node, addr);
-            return;
+    size_t asked = 0, gone = 0, nfds = o->nnodes;
+    const char *answered = NULL;
+    const char **addrs = calloc(nfds, sizeof *addrs);
+    int *fds = calloc(nfds, sizeof *fds), *errs = calloc(nfds, sizeof *errs);
+    uint8_t (*nonces)[DDL_AUTH_NONCE] = calloc(nfds, sizeof *nonces);
+    struct pollfd *pf = calloc(nfds, sizeof *pf);
+    if (!addrs || !fds || !errs || !nonces || !pf)
+        goto out; /* out of memory: ask again later */
+    for (uint32_t n = 0; n < o->nnodes; n++)
+        if (n != o->node_id && a->roster[n][0])
+            addrs[asked++] = a->roster[n];
+    ddl_tcp_connect_each(addrs, asked, ASK_LEADER_MS, 0, fds, errs);
+    a->ask_quiet = 1; /* a round of asks in vain is expected: no error each time */
+    for (size_t i = 0; i < asked; i++) {
+        gone += errs[i] == ECONNREFUSED;
+        pf[i].fd = -1;
+        if (fds[i] >= 0 && auth_send(a, fds[i], nonces[i]) < 0) {
+            close(fds[i]);
+            fds[i] = -1;
         }
-        gone += e == ECONNREFUSED;
-        if (a->refused == EAGAIN || a->refused == EEXIST) {
-            a->rejoin_at = ddl_now_ms() + REJOIN_WAIT_MS;
-            return;
-        }
-        if (a->refused) {
-            a->cut_until = 0;
-            snprintf(why, sizeof why, "the leader agent at %s did not take this node back", addr);
-            stop_here(a, why);
-            return;
+        pf[i].fd = fds[i];
+        pf[i].events = POLLIN;
+    }
+    int64_t deadline = ddl_now_ms() + ASK_LEADER_MS;
+    while (!answered) {
+        int64_t left = deadline - ddl_now_ms();
+        if (left <= 0 || (poll(pf, (nfds_t)asked, (int)left) < 0 && errno != EINTR))
+            break;
+        for (size_t i = 0; i < asked && !answered; i++) {
+            if (pf[i].fd < 0 || !pf[i].revents)
+                continue;
+            int fd = fds[i];
+            pf[i].fd = fds[i] = -1; /* auth_answer links it or closes it */
+            left = deadline - ddl_now_ms();
+            if (auth_answer(a, fd, addrs[i], nonces[i], left > 0 ? (int)left : 1) == 0 ||
+                a->refused)
+                answered = addrs[i];
         }
     }
-    if (asked && gone == asked) {
+    a->ask_quiet = 0;
+out:
+    for (size_t i = 0; fds && i < asked; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    free(addrs);
+    free(fds);
+    free(errs);
+    free(nonces);
+    free(pf);
+    if (answered && a->up) {
+        a->cut_until = 0;
+        ddl_warn("generation %u: node %u reaches the step's leader agent (node %u, %s): "
+                 "linked again", a->gen, o->node_id, a->leader_node, answered);
+    } else if (answered && (a->refused == EAGAIN || a->refused == EEXIST)) {
+        a->rejoin_at = ddl_now_ms() + REJOIN_WAIT_MS;
+    } else if (answered) {
+        a->cut_until = 0;
+        snprintf(why, sizeof why, "the leader agent at %s did not take this node back", answered);
+        stop_here(a, why);
+    } else if (asked && gone == asked) {
         a->cut_until = 0;
         stop_here(a, "every other node refuses connections: the step's agents there are gone");
-        return;
+    } else {
+        a->rejoin_at = ddl_now_ms() + CUT_ASK_MS;
     }
-    a->rejoin_at = ddl_now_ms() + CUT_ASK_MS;
 }
 
 /* rejoin: the time to ask the old leader again, or (cut off) the others,
@@ -673,6 +743,8 @@ void rejoin(agent_t *a)
     a->ask_old_leader = 1;
     takeover(a);
 }
+
+static int next_leader(agent_t *a);
 
 /* takeover: the leader is lost: the lowest live node leads; the others
  * connect to it.  Without a node to lead, this node's ranks stop. */
@@ -691,26 +763,86 @@ void takeover(agent_t *a)
         return;
     }
     ddl_error("generation %u: %s; choosing another leader", a->gen, a->takeover_why);
-    for (;;) {
-        uint32_t cand = 0;
-        while (cand < o->nnodes && a->lost[cand])
-            cand++;
-        if (cand >= o->nnodes || (cand == o->node_id && a->listen_fd < 0)) {
-            stop_here(a, a->takeover_why);
-            return;
-        }
-        if (cand == o->node_id) {
-            become_leader(a);
-            return;
-        }
-        if (a->roster[cand][0] && connect_to(a, a->roster[cand], a->node_timeout_ms + 1000) == 0) {
-            a->leader_node = cand;
-            ddl_warn("generation %u: node %u follows node %u (%s), the new leader", a->gen,
-                     o->node_id, cand, a->roster[cand]);
-            return;
-        }
-        a->lost[cand] = 1; /* unreachable: the next one */
+    while (!next_leader(a))
+        ;
+}
+
+/* next_leader: one round of choosing the leader: the lowest node not known
+ * lost.  This node leads if it is that node; otherwise it connects to every
+ * node that could lead before it at once, and links to the lowest that
+ * answers (a candidate's agent answers once it leads: it listens from its
+ * first link on).  Those below it that gave no answer within the node
+ * timeout + 1 s are lost: one wait for all of them, not one per node (a
+ * rack of low-numbered nodes lost with the leader).  1: done (following,
+ * leading, or this node's ranks stopped); 0: another round. */
+static int next_leader(agent_t *a)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    uint32_t cand = 0;
+    while (cand < o->nnodes && a->lost[cand])
+        cand++;
+    if (cand >= o->nnodes || (cand == o->node_id && a->listen_fd < 0)) {
+        stop_here(a, a->takeover_why);
+        return 1;
     }
+    if (cand == o->node_id) {
+        become_leader(a);
+        return 1;
+    }
+    /* the candidates: nodes not lost, below this one if it can lead */
+    uint32_t limit = a->listen_fd >= 0 ? o->node_id : o->nnodes, k = 0;
+    uint32_t *node = calloc(o->nnodes, sizeof *node);
+    const char **addrs = calloc(o->nnodes, sizeof *addrs);
+    int *fds = calloc(o->nnodes, sizeof *fds), *errs = calloc(o->nnodes, sizeof *errs);
+    int timeout = a->node_timeout_ms + 1000, done = 0;
+    if (!node || !addrs || !fds || !errs) {
+        stop_here(a, "out of memory while choosing another leader");
+        done = 1;
+        goto out;
+    }
+    for (uint32_t n = cand; n < limit; n++) {
+        if (a->lost[n] || n == o->node_id)
+            continue;
+        if (!a->roster[n][0]) { /* never listened: it cannot lead */
+            a->lost[n] = 1;
+            continue;
+        }
+        node[k] = n;
+        addrs[k++] = a->roster[n];
+    }
+    ddl_tcp_connect_each(addrs, k, timeout, 1, fds, errs);
+    for (uint32_t i = 0; i < k && !done; i++) {
+        uint8_t nonce[DDL_AUTH_NONCE];
+        if (fds[i] < 0) {
+            ddl_debug("node %u: node %u (%s) cannot lead: %s", o->node_id, node[i], addrs[i],
+                      strerror(errs[i]));
+            if (errs[i] != ECANCELED)
+                a->lost[node[i]] = 1;
+            continue;
+        }
+        int fd = fds[i];
+        fds[i] = -1;
+        if (auth_send(a, fd, nonce) < 0) {
+            close(fd);
+        } else if (auth_answer(a, fd, addrs[i], nonce, timeout) == 0) {
+            a->leader_node = node[i];
+            ddl_warn("generation %u: node %u follows node %u (%s), the new leader", a->gen,
+                     o->node_id, node[i], addrs[i]);
+            done = 1;
+            break;
+        }
+        a->lost[node[i]] = 1; /* it did not lead: the next round */
+        break;
+    }
+out:
+    for (uint32_t i = 0; fds && i < k; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    free(node);
+    free(addrs);
+    free(fds);
+    free(errs);
+    return done;
 }
 
 /* finish_takeover: the new leader has heard from every live agent, or

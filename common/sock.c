@@ -9,6 +9,8 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -157,6 +159,116 @@ int ddl_hostport_parse(const char *hp, struct sockaddr_in *sa)
     return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -1;
 }
 
+/* connect_begin: a non-blocking, close-on-exec socket whose connect to sa
+ * has begun, or is done already (*done 1); -1 with errno when it failed at
+ * once (ECONNREFUSED on this host, ENETUNREACH, a route to nowhere). */
+static int connect_begin(const struct sockaddr_in *sa, int *done)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    *done = connect(fd, (const struct sockaddr *)sa, sizeof *sa) == 0;
+    if (*done || errno == EINPROGRESS)
+        return fd;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+}
+
+/* connect_end: fd's connect has ended: the socket, made blocking, with
+ * TCP_NODELAY; or -1 with errno (why the connect failed), fd closed. */
+static int connect_end(int fd)
+{
+    int e = 0, one = 1;
+    socklen_t el = sizeof e;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
+        e = errno;
+    int fl = e ? 0 : fcntl(fd, F_GETFL);
+    if (!e && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0))
+        e = errno;
+    if (e) {
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+/* settled: nothing more to wait for: no connect pending, or (lowest) one
+ * connected with none pending below it. */
+static int settled(const struct pollfd *pf, const int *fds, size_t n, int lowest)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (pf[i].fd >= 0)
+            return 0;
+        if (lowest && fds[i] >= 0)
+            return 1;
+    }
+    return 1;
+}
+
+size_t ddl_tcp_connect_each(const char *const *hostports, size_t n, int timeout_ms, int lowest,
+                            int *fds, int *errs)
+{
+    struct pollfd *pf = calloc(n ? n : 1, sizeof *pf);
+    int64_t deadline = ddl_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    size_t nok = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct sockaddr_in sa;
+        int done = 0, fd;
+        fds[i] = -1;
+        errs[i] = 0;
+        if (!pf) {
+            errs[i] = ENOMEM;
+            continue;
+        }
+        pf[i].fd = -1;
+        pf[i].events = POLLOUT;
+        if (!hostports[i] || ddl_hostport_parse(hostports[i], &sa) < 0)
+            errs[i] = EINVAL;
+        else if ((fd = connect_begin(&sa, &done)) < 0)
+            errs[i] = errno;
+        else if (!done)
+            pf[i].fd = fd;
+        else if ((fds[i] = connect_end(fd)) < 0)
+            errs[i] = errno;
+    }
+    if (!pf)
+        return 0;
+    while (!settled(pf, fds, n, lowest)) {
+        int64_t left = deadline - ddl_now_ms();
+        if (left <= 0)
+            break;
+        int r = poll(pf, (nfds_t)n, (int)left);
+        if (r < 0 && errno != EINTR)
+            break;
+        for (size_t i = 0; r > 0 && i < n; i++)
+            if (pf[i].fd >= 0 && pf[i].revents) {
+                if ((fds[i] = connect_end(pf[i].fd)) < 0)
+                    errs[i] = errno;
+                pf[i].fd = -1;
+            }
+    }
+    int kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (pf[i].fd >= 0) { /* no answer in time, or no longer needed */
+            close(pf[i].fd);
+            errs[i] = lowest && kept ? ECANCELED : ETIMEDOUT;
+        } else if (fds[i] >= 0 && lowest && kept) {
+            close(fds[i]);
+            fds[i] = -1;
+            errs[i] = ECANCELED;
+        } else if (fds[i] >= 0) {
+            kept = 1;
+            nok++;
+        }
+    }
+    free(pf);
+    return nok;
+}
+
 int ddl_tcp_connect(const char *hostport, int timeout_ms, ddl_error_t *err)
 {
     struct sockaddr_in sa;
@@ -166,20 +278,23 @@ int ddl_tcp_connect(const char *hostport, int timeout_ms, ddl_error_t *err)
                              hostport);
     }
     int64_t deadline = ddl_now_ms() + timeout_ms;
+    int last = 0; /* the last try's own error, before the time ran out */
     for (;;) {
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-            return ddl_errprintf(err, "socket: %s", strerror(errno));
-        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
-            int one = 1;
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        int fd, e;
+        int64_t left = deadline - ddl_now_ms();
+        ddl_tcp_connect_each(&hostport, 1, left > 0 ? (int)left : 0, 0, &fd, &e);
+        if (fd >= 0)
             return fd;
-        }
-        int e = errno;
-        close(fd);
-        if ((e != ECONNREFUSED && e != ETIMEDOUT && e != EHOSTUNREACH && e != EINTR) ||
+        if (e != ETIMEDOUT)
+            last = e;
+        if ((e != ECONNREFUSED && e != EHOSTUNREACH && e != EINTR) ||
             ddl_now_ms() >= deadline) {
+            if (e == ETIMEDOUT && last)
+                e = last; /* refused until the end: say so, not "no answer" */
             errno = e;
+            if (e == ETIMEDOUT)
+                return ddl_errprintf(err, "cannot connect to %s: no answer within %.1f s",
+                                     hostport, timeout_ms / 1000.0);
             return ddl_errprintf(err, "cannot connect to %s: %s", hostport, strerror(e));
         }
         struct timespec ts = {0, 20 * 1000 * 1000};

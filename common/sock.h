@@ -40,9 +40,23 @@ struct sockaddr_in;
 int ddl_hostport_parse(const char *hp, struct sockaddr_in *sa);
 
 /* ddl_tcp_connect: connect to "IPv4:port", close-on-exec, blocking,
- * TCP_NODELAY.  Retries ECONNREFUSED/ETIMEDOUT/EHOSTUNREACH until timeout_ms
- * has passed (0: one try).  EINVAL for an address that is not IPv4:port. */
+ * TCP_NODELAY, waiting at most timeout_ms in all (a host that drops the
+ * connection's packets costs timeout_ms, not the kernel's two minutes of
+ * SYN retries).  Retries ECONNREFUSED/EHOSTUNREACH until then.  EINVAL for
+ * an address that is not IPv4:port; ETIMEDOUT when no connect completed. */
 int ddl_tcp_connect(const char *hostport, int timeout_ms, ddl_error_t *err);
+
+/* ddl_tcp_connect_each: connects to the n addresses at once, all within
+ * timeout_ms from now, without retries.  fds[i] is the socket connected to
+ * hostports[i] (blocking, close-on-exec, TCP_NODELAY; the caller owns it),
+ * or -1 with errs[i] saying why: the connect's error (ECONNREFUSED: nothing
+ * listens there), ETIMEDOUT (no answer in time), EINVAL (not IPv4:port).
+ * lowest 1: wants only the first address that connects in order: returns
+ * once one has connected and every address before it has failed, with only
+ * that socket open (the others: ECANCELED).  Returns how many connected.
+ * Blocks at most timeout_ms; thread-safe. */
+size_t ddl_tcp_connect_each(const char *const *hostports, size_t n, int timeout_ms, int lowest,
+                            int *fds, int *errs);
 
 /* ddl_local_ipv4: the address (dotted quad, into buf) of this host's
  * interface that routes toward dst (an IPv4 address; NULL or invalid: the

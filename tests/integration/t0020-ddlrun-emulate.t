@@ -26,6 +26,8 @@
 #     it forms no world and is taken back as a spare; node1 killed without
 #     a spare or --min-nodes: exit 93; a rank's ddl-launch killed: the
 #     step stops (its status, 137, is the highest), class supervisor-lost;
+#     node0 and node1 killed at once on 5 nodes, --min-nodes 3: node2
+#     leads, node3 and node4 follow it, the world shrinks to 3 nodes;
 #  6. every worker killed during async checkpoints: the restart resumes from
 #     a committed checkpoint, same weights;
 #  7. a worker that exits 1 every time: exit 90 after the budget; with
@@ -236,6 +238,29 @@ t_like "$T_TMP/leader.err" "only 1 of the step's 3 nodes answer \(node 0\): .*: 
 t_like "$T_TMP/leader.err" "node 0 \(node0\) came back after a loss: taken back as a spare \(1 of DDL_NODE_RETAKES=2\)" \
     "... node1 takes the old leader's node back as a spare"
 clean leader
+
+# --- 5a. the leader and the next node lost together --------------------------------
+# 5 nodes of 1 rank, --min-nodes 3: node0 and node1 killed at once; the
+# others try every node below them at once and follow the lowest that
+# answers: node2 leads, node3 and node4 follow it, the world shrinks to 3.
+ck="$T_TMP/ck-two"
+# shellcheck disable=SC2086 # ARGS: several words
+timeout -k 5 200 "$DDLRUN" -n 5 --nodes 5 --emulate --restarts 2 --min-nodes 3 \
+    --checkpoint-dir "$ck" "$FMNIST" $ARGS --limit 10000 --pace 20 --checkpoint-dir "$ck" \
+    >"$T_TMP/two.out" 2>"$T_TMP/two.err" &
+run=$!
+t_wait_file "$ck/latest" 120
+g0=$(node 0) g1=$(node 1)
+t_ok $([ -n "$g0" ] && [ -n "$g1" ]; echo $?) "two: node0's and node1's agents after the first checkpoint (${g0:-?}, ${g1:-?})"
+[ -n "$g0" ] && [ -n "$g1" ] && kill -s KILL -- "-$g0" "-$g1"
+wait $run
+t_status $? 0 "two: node0 (the leader) and node1 killed at once, --min-nodes 3: exit 0" "$T_TMP/two.err"
+t_is "$(crc two | cut -d' ' -f1)" 3 "... the step ends on 3 ranks, which agree"
+t_like "$T_TMP/two.err" "node 2 \(node2\) takes over as the leader" "... node2, the lowest live node, leads"
+t_like "$T_TMP/two.err" "node 3 follows node 2" "... node3 follows it"
+t_like "$T_TMP/two.err" "node 4 follows node 2" "... node4 too"
+t_like "$T_TMP/two.err" "generation 1 \(shrunk to 3 nodes, 3 ranks" "... and the world shrinks to 3 nodes"
+clean two
 
 crash nospare KILL 1
 t_status $? 93 "no spare: node1 killed, no spare, no --min-nodes: exit 93" "$T_TMP/nospare.err"

@@ -11,6 +11,9 @@
 #                             kill every process of NODE and take its link down;
 #                             silent: the link first, so that no FIN or RST
 #                             leaves the node (a power loss, not a kernel panic)
+#   cluster.sh reboot DIR NODE
+#                             a crashed NODE boots again: link up, its /tmp
+#                             emptied, slurmd started (the node's tasks are gone)
 #   cluster.sh freeze|thaw DIR NODE
 #                             SIGSTOP or SIGCONT to every process of NODE: a node
 #                             that hangs, then resumes
@@ -121,21 +124,37 @@ start_nodes() {
         chmod 1777 "$DIR/nodes/n$i/tmp"
         mkdir -p "$DIR/nodes/n$i/hosttmp" "$DIR/nodes/n$i/run-ddl" /run/ddl
         chmod 755 "$DIR/nodes/n$i/run-ddl"
-        # Each node gets its own /tmp (Slurm's PMIx plugin keeps per-step
-        # directories there); paths under the host's /tmp listed in
-        # DDL_CLUSTER_SHARE (a build tree, a test's scratch) are bound back.
-        # Each node has its own /run/ddl too (the plugin's runtime directories).
-        # Not `ip netns exec`: it remounts /sys and slurmd then misses cgroups.
-        nsenter --net="/run/netns/$ns" unshare --uts --mount --propagation private \
-            sh -c "set -e; hostname n$i
-                   mount --bind /tmp '$DIR/nodes/n$i/hosttmp'
-                   mount --bind '$DIR/nodes/n$i/tmp' /tmp
-                   mount --bind '$DIR/nodes/n$i/run-ddl' /run/ddl
-                   for p in \$DDL_CLUSTER_SHARE; do
-                       case \$p in /tmp/*) mkdir -p \$p; mount --bind '$DIR/nodes/n$i/hosttmp'/\${p#/tmp/} \$p ;; esac
-                   done
-                   exec slurmd -f '$DIR/slurm.conf'"
+        boot_node "$i"
     done
+}
+
+# boot_node I: start node nI's slurmd in its namespace (at start, and when a
+# crashed node reboots).  Each node gets its own /tmp (Slurm's PMIx plugin
+# keeps per-step directories there); paths under the host's /tmp listed in
+# DDL_CLUSTER_SHARE (a build tree, a test's scratch) are bound back.  Each
+# node has its own /run/ddl too (the plugin's runtime directories).  Not
+# `ip netns exec`: it remounts /sys and slurmd then misses cgroups.
+boot_node() {
+    nsenter --net="/run/netns/ddln$1" unshare --uts --mount --propagation private \
+        sh -c "set -e; hostname n$1
+               mount --bind /tmp '$DIR/nodes/n$1/hosttmp'
+               mount --bind '$DIR/nodes/n$1/tmp' /tmp
+               mount --bind '$DIR/nodes/n$1/run-ddl' /run/ddl
+               for p in \$DDL_CLUSTER_SHARE; do
+                   case \$p in /tmp/*) mkdir -p \$p; mount --bind '$DIR/nodes/n$1/hosttmp'/\${p#/tmp/} \$p ;; esac
+               done
+               exec slurmd -f '$DIR/slurm.conf'"
+}
+
+# do_reboot: a crashed node boots again: its link comes up, its /tmp is
+# emptied (what a reboot loses), slurmd starts and registers
+do_reboot() {
+    i=${NODE#n}
+    [ -n "$(ip netns pids "ddl$NODE" 2>/dev/null)" ] && { log "$NODE is running: crash it first"; exit 1; }
+    find "$DIR/nodes/$NODE/tmp" -mindepth 1 -delete 2>/dev/null || true
+    ip link set "vddl$i" up
+    ip -n "ddl$NODE" link set eth0 up
+    boot_node "$i"
 }
 
 wait_idle() {
@@ -248,11 +267,12 @@ do_route() {
 
 cmd=${1:-}
 DIR=${2:-}
-[ -n "$cmd" ] && [ -n "$DIR" ] || { echo "usage: cluster.sh start|stop|crash|freeze|thaw|cut|heal DIR [N|NODE]" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$DIR" ] || { echo "usage: cluster.sh start|stop|crash|reboot|freeze|thaw|cut|heal DIR [N|NODE]" >&2; exit 2; }
 case $cmd in
 start) N=${3:-2}; do_start ;;
 stop) do_stop ;;
 crash) NODE=${3:?node name, e.g. n2}; HOW=${4:-}; do_crash ;;
+reboot) NODE=${3:?node name, e.g. n2}; do_reboot ;;
 freeze) NODE=${3:?node name, e.g. n2}; do_signal STOP ;;
 thaw) NODE=${3:?node name, e.g. n2}; do_signal CONT ;;
 cut) NODE=${3:?node name or group, e.g. n2 or n3,n4}; do_route add ;;

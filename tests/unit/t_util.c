@@ -1,6 +1,9 @@
 /* t_util.c: common helpers: strict number parsing, wait-status wording and
  * exit codes, the private runtime directory, the logger's level parsing, and
- * the Unix socket helpers (permissions, stale sockets, peer credentials). */
+ * the Unix socket helpers (permissions, stale sockets, peer credentials),
+ * and the TCP connects between agents: bounded by their timeout even where
+ * the other side drops the packets (a listener whose queue is full), and
+ * several at once, the lowest that answers first. */
 #include "config.h"
 
 #include <errno.h>
@@ -8,9 +11,11 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <netinet/in.h>
 
 #include "beat.h"
 #include "log.h"
@@ -281,6 +286,89 @@ static void test_beat_channel(void)
     rmdir(dir);
 }
 
+/* listener: a TCP socket listening on 127.0.0.1 with this backlog; its
+ * "127.0.0.1:port" into hp */
+static int listener(int backlog, char *hp, size_t len)
+{
+    uint16_t port = 0;
+    int fd = ddl_tcp_listen("127.0.0.1", &port, NULL);
+    if (fd < 0 || listen(fd, backlog) < 0)
+        BAIL_OUT("cannot listen on 127.0.0.1");
+    snprintf(hp, len, "127.0.0.1:%u", port);
+    return fd;
+}
+
+static void test_tcp_connect(void)
+{
+    char good[32], good2[32], closed[32], full[32];
+    ddl_error_t err;
+    int lg = listener(16, good, sizeof good), lg2 = listener(16, good2, sizeof good2);
+    int lc = listener(16, closed, sizeof closed);
+    /* A listener whose accept queue is full drops new SYNs: the connect
+     * gets no answer, as from a host that vanished without a trace. */
+    int lf = listener(0, full, sizeof full), filler[4];
+    close(lc); /* nothing listens there any more: ECONNREFUSED (no later
+                  listener of this test may take its port) */
+    for (int i = 0; i < 4; i++)
+        filler[i] = ddl_tcp_connect(full, 200, NULL);
+
+    int fd = ddl_tcp_connect(good, 1000, &err);
+    ok(fd >= 0, "ddl_tcp_connect to a listener");
+    if (fd >= 0)
+        close(fd);
+    int64_t t0 = ddl_now_ms();
+    errno = 0;
+    fd = ddl_tcp_connect(closed, 300, &err);
+    ok(fd < 0 && errno == ECONNREFUSED, "nothing listening: ECONNREFUSED, after retrying for the timeout");
+    t0 = ddl_now_ms();
+    errno = 0;
+    fd = ddl_tcp_connect(full, 300, &err);
+    int64_t took = ddl_now_ms() - t0;
+    ok(fd < 0 && errno == ETIMEDOUT && strstr(err.text, "no answer within 0.3 s"),
+       "packets dropped: ETIMEDOUT, '%s'", err.text);
+    ok(took >= 250 && took < 5000, "... after the timeout (%lld ms for 300), not the kernel's SYN retries",
+       (long long)took);
+    errno = 0;
+    ok(ddl_tcp_connect("localhost:1", 100, &err) < 0 && errno == EINVAL, "'localhost:1': EINVAL");
+
+    const char *all[] = {closed, full, good, good2, "nonsense"};
+    int fds[5], errs[5];
+    t0 = ddl_now_ms();
+    size_t n = ddl_tcp_connect_each(all, 5, 300, 0, fds, errs);
+    took = ddl_now_ms() - t0;
+    ok(n == 2 && fds[2] >= 0 && fds[3] >= 0 && fds[0] < 0 && fds[1] < 0 && fds[4] < 0,
+       "connect_each: the two listeners connect (%zu)", n);
+    ok(errs[0] == ECONNREFUSED && errs[1] == ETIMEDOUT && errs[4] == EINVAL,
+       "... the others say why: refused, no answer, not an address (%d %d %d)", errs[0],
+       errs[1], errs[4]);
+    ok(took < 5000, "... all at once, within the one timeout (%lld ms)", (long long)took);
+    for (int i = 0; i < 5; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+
+    n = ddl_tcp_connect_each(all, 5, 300, 1, fds, errs);
+    ok(n == 1 && fds[2] >= 0 && fds[3] < 0 && errs[3] == ECANCELED,
+       "lowest: the first that connects once those before it failed; the later one closed");
+    ok(errs[0] == ECONNREFUSED && errs[1] == ETIMEDOUT, "... the earlier ones failed or timed out");
+    if (fds[2] >= 0)
+        close(fds[2]);
+    const char *two[] = {good2, good};
+    t0 = ddl_now_ms();
+    n = ddl_tcp_connect_each(two, 2, 3000, 1, fds, errs);
+    took = ddl_now_ms() - t0;
+    ok(n == 1 && fds[0] >= 0 && fds[1] < 0 && took < 2000,
+       "lowest, the first answers: returns at once with it (%lld ms)", (long long)took);
+    if (fds[0] >= 0)
+        close(fds[0]);
+    ok(ddl_tcp_connect_each(all, 0, 100, 1, fds, errs) == 0, "no address: none connected");
+    for (int i = 0; i < 4; i++)
+        if (filler[i] >= 0)
+            close(filler[i]);
+    close(lf);
+    close(lg);
+    close(lg2);
+}
+
 int main(void)
 {
     plan(NO_PLAN);
@@ -291,6 +379,7 @@ int main(void)
     test_wait_status();
     test_runtime_dir();
     test_sockets();
+    test_tcp_connect();
     test_log_levels();
     return done_testing();
 }
