@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -411,6 +412,35 @@ void handle_msg(agent_t *a, conn_t *c, ddl_msg_t *m)
 
 /* ------------------------------------------------------------ main loop */
 
+/* fd_limit: the descriptors a step of nnodes nodes and nlocal ranks here
+ * may need: the leader holds a link to every node, and a takeover or a node
+ * cut off connects to every node at once, besides two or three Unix
+ * connections per local rank.  The soft limit is raised toward the hard
+ * one when short (this process only: the workers are ddl-launch's
+ * children); a warning says when even the hard limit is short, since
+ * links refused for want of descriptors look like lost nodes. */
+static void fd_limit(uint32_t nnodes, uint32_t nlocal)
+{
+    struct rlimit rl;
+    rlim_t need = 2 * (rlim_t)nnodes + 4 * (rlim_t)nlocal + 32;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
+        return;
+    rlim_t old = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need * 4 ? need * 4 : rl.rlim_max;
+    if (rl.rlim_cur > old && setrlimit(RLIMIT_NOFILE, &rl) == 0)
+        ddl_debug("open-file limit raised from %llu to %llu (hard limit %llu) for %u nodes",
+                  (unsigned long long)old, (unsigned long long)rl.rlim_cur,
+                  (unsigned long long)rl.rlim_max, nnodes);
+    else
+        rl.rlim_cur = old;
+    if (rl.rlim_cur < need)
+        ddl_warn("the open-file limit (%llu, hard limit %llu) is below the %llu descriptors "
+                 "that an agent of a step of %u nodes may need: raise the hard limit (ulimit "
+                 "-Hn; under Slurm, the limit slurmd runs with)",
+                 (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max,
+                 (unsigned long long)need, nnodes);
+}
+
 /* all_done: every local rank has ended (one that never registered counts
  * as ended once supervisors have had time to register). */
 static int all_done(agent_t *a)
@@ -508,6 +538,7 @@ static int setup(agent_t *a)
         ddl_error("the leader of a %u-node step needs a TCP socket", o->nnodes);
         return -1;
     }
+    fd_limit(o->nnodes, a->nlocal);
     a->tfd = a->leader ? o->tcp_fd : -1;
     if (a->tfd >= 0)
         ddl_fd_set_nonblock(a->tfd, 1);

@@ -813,6 +813,15 @@ static int next_leader(agent_t *a)
     ddl_tcp_connect_each(addrs, k, timeout, 1, fds, errs);
     for (uint32_t i = 0; i < k && !done; i++) {
         uint8_t nonce[DDL_AUTH_NONCE];
+        if (fds[i] < 0 && (errs[i] == EMFILE || errs[i] == ENFILE || errs[i] == ENOMEM ||
+                           errs[i] == ENOBUFS)) { /* this node's lack, not node[i]'s loss */
+            char why[400];
+            snprintf(why, sizeof why, "%.300s; no socket to reach node %u, a candidate to lead: %s",
+                     a->takeover_why, node[i], strerror(errs[i]));
+            stop_here(a, why);
+            done = 1;
+            break;
+        }
         if (fds[i] < 0) {
             ddl_debug("node %u: node %u (%s) cannot lead: %s", o->node_id, node[i], addrs[i],
                       strerror(errs[i]));

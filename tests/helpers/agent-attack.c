@@ -154,9 +154,11 @@ typedef struct {
     char log[256];
 } agent_t;
 
+static rlim_t nofile_hard; /* start_agent: the hard limit, if not nofile */
+
 /* start_agent: ddl-agent serve with our secret on a pipe; tcp_fd: the
  * leader's listening socket (or -1 and leader "IP:port"); nofile: its
- * descriptor limit (0: unchanged).  Waits until it listens (or fails). */
+ * descriptor limit (0: unchanged; the hard one is nofile_hard if set).  Waits until it listens (or fails). */
 static int start_agent(agent_t *ag, const char *name, char *const extra[], int tcp_fd,
                        rlim_t nofile, int wait_ready)
 {
@@ -184,7 +186,7 @@ static int start_agent(agent_t *ag, const char *name, char *const extra[], int t
         snprintf(rfd, sizeof rfd, "%d", rp[1]);
         snprintf(parent, sizeof parent, "%d", (int)getppid());
         if (nofile) {
-            struct rlimit rl = {nofile, nofile};
+            struct rlimit rl = {nofile, nofile_hard ? nofile_hard : nofile};
             setrlimit(RLIMIT_NOFILE, &rl);
         }
         argv[k++] = (char *)agent_bin;
@@ -712,6 +714,52 @@ static int exited_within(agent_t *ag, int ms, int *status)
     return 0;
 }
 
+/* soft_nofile: pid's soft limit on open files (/proc/PID/limits), or 0 */
+static unsigned long long soft_nofile(pid_t pid)
+{
+    char path[64], line[256];
+    unsigned long long v = 0;
+    snprintf(path, sizeof path, "/proc/%d/limits", (int)pid);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Max open files %llu", &v) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* limit_scenarios: the leader of a 600-node step needs about 1236
+ * descriptors: it raises a soft limit of 64 toward the hard one, and warns
+ * when the hard limit is 64 too. */
+static void limit_scenarios(void)
+{
+    ddl_error_t err;
+    uint16_t port;
+    char *extra[] = {"--size", "600", "--node-id", "0", "--nnodes", "600", "--local-ranks", "0",
+                     "--heartbeat", "100", "--supervise", "--node-timeout", "3000", NULL};
+    for (int hard = 1; hard >= 0; hard--) {
+        agent_t ag = {0};
+        int tfd = ddl_tcp_listen("127.0.0.1", &port, &err);
+        nofile_hard = hard ? 4096 : 0;
+        int up = tfd >= 0 && start_agent(&ag, hard ? "limit" : "limit-hard", extra, tfd, 64, 1) == 0;
+        nofile_hard = 0;
+        if (tfd >= 0)
+            close(tfd);
+        unsigned long long soft = up ? soft_nofile(ag.pid) : 0;
+        if (hard) {
+            ok(up && soft >= 1236 && soft <= 4096,
+               "a 600-node leader started with 64 open files (hard limit 4096) raises its soft "
+               "limit to %llu", soft);
+        } else {
+            ok(up && soft == 64 && log_has(&ag, "open-file limit (64, hard limit 64) is below the "
+                                                "1236 descriptors"),
+               "with a hard limit of 64 it says that the limit is short (soft %llu)", soft);
+        }
+        stop_agent(&ag);
+    }
+}
+
 static void follower_scenarios(void)
 {
     ddl_error_t err;
@@ -903,6 +951,7 @@ int main(int argc, char **argv)
     }
     leader_scenarios();
     follower_scenarios();
+    limit_scenarios();
     printf("1..%d\n", test_num);
     char cmd[300];
     if (!failed) {
