@@ -586,7 +586,7 @@ static int setup(agent_t *a)
     a->leader_node = a->leader ? o->node_id : 0; /* a non-leader learns it from the first beat */
     if (a->leader && a->roster)
         snprintf(a->leader_addr, sizeof a->leader_addr, "%s", a->roster[o->node_id]);
-    if (!a->leader && connect_to(a, o->leader, 30000) < 0)
+    if (!a->leader && connect_to(a, o->leader, 30000, 1) < 0)
         return -1;
     return 0;
 }

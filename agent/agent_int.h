@@ -190,6 +190,7 @@ struct agent {
     int ask_old_leader;     /* the leader's link ended while this agent was stopped, or
                              * closed: ask the same leader again before a takeover */
     int64_t rejoin_at;      /* follower: ask the old leader again then (it was deciding) */
+    int64_t roster_at;      /* leader: nodes joined since the last ROSTER: send it then */
     uint32_t rejoin_tries;
     int refused;            /* connect_to: the leader's ERROR code, 0: none */
     int64_t cut_until;      /* cut off by a partition (alone, a minority): asking the
@@ -258,7 +259,7 @@ int hostport_ok(const char *s);                          /* "" or IPv4:port */
 void send_beats(agent_t *a);
 void handle_beat(agent_t *a, conn_t *c, const ddl_msg_t *m);
 void handle_auth(agent_t *a, conn_t *c, const ddl_msg_t *m);
-int connect_to(agent_t *a, const char *addr, int timeout_ms); /* blocks up to 2 x timeout_ms */
+int connect_to(agent_t *a, const char *addr, int timeout_ms, int retry); /* blocks up to 2 x timeout_ms */
 void link_lost(agent_t *a, conn_t *c, const char *how);
 void check_silence(agent_t *a);
 int silence_due(agent_t *a);                             /* ms, -1: no link */

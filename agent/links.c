@@ -27,6 +27,7 @@
 #define REJOIN_WAIT_MS 250 /* between two asks while the leader decides */
 #define REJOIN_TRIES 40    /* asks before giving up (10 s) */
 #define CUT_ASK_MS 1000    /* a node cut off: between two rounds of asks */
+#define ROSTER_GATHER_MS 1000 /* joins gathered into one ROSTER while the others join */
 
 /* hostport_ok: "" or "IPv4:port" (what ROSTER, PEER_AUTH and the leader's
  * address may hold). */
@@ -49,6 +50,8 @@ static ddl_msg_t beat(agent_t *a)
 /* send_beats: PEER_BEAT on every link between agents. */
 void send_beats(agent_t *a)
 {
+    if (a->roster_at && a->leader && ddl_now_ms() >= a->roster_at)
+        send_roster(a);
     ddl_msg_t m = beat(a);
     for (size_t i = 0; i < a->nconns; i++)
         if (a->conns[i]->kind == CONN_PEER || a->conns[i]->kind == CONN_LEADER)
@@ -212,7 +215,17 @@ void handle_auth(agent_t *a, conn_t *c, const ddl_msg_t *m)
         retake(a, c);
     if (a->roster) { /* where the new peer would lead, to everyone */
         snprintf(a->roster[node], sizeof a->roster[0], "%s", h->listen ? h->listen : "");
-        send_roster(a);
+        /* At the start of a step, one ROSTER (naming every node) to every
+         * node per join would be N^3 bytes: 12 GB for 1,000 nodes.  Joins
+         * are gathered for up to ROSTER_GATHER_MS, and sent at once when
+         * every node is linked, or when a node comes back. */
+        uint32_t missing = 0;
+        for (uint32_t n = 0; n < o->nnodes; n++)
+            missing += n != o->node_id && !a->lost[n] && a->peers[n].state != DDL_PEER_UP;
+        if (back || !missing)
+            send_roster(a);
+        else if (!a->roster_at)
+            a->roster_at = ddl_now_ms() + ROSTER_GATHER_MS;
     }
 }
 
@@ -269,8 +282,10 @@ static int auth_send(agent_t *a, int fd, uint8_t nonce[DDL_AUTH_NONCE])
 
 /* connect_to: a link to the leader agent at addr, authenticated both ways
  * (auth.h).  Blocks up to timeout_ms to connect, as long again for the
- * answer. */
-int connect_to(agent_t *a, const char *addr, int timeout_ms)
+ * answer.  retry: a refused connection is tried again until timeout_ms (at
+ * the start, the leader may not listen yet); 0: refused is final (nothing
+ * listens there any more: its agent is gone). */
+int connect_to(agent_t *a, const char *addr, int timeout_ms, int retry)
 {
     const ddl_agent_opts_t *o = a->opts;
     ddl_error_t err;
@@ -280,7 +295,13 @@ int connect_to(agent_t *a, const char *addr, int timeout_ms)
         return -1;
     }
     a->refused = 0;
-    int fd = ddl_tcp_connect(addr, timeout_ms, &err);
+    int fd, e = 0;
+    if (retry) {
+        fd = ddl_tcp_connect(addr, timeout_ms, &err);
+    } else if (ddl_tcp_connect_each(&addr, 1, timeout_ms, 0, &fd, &e) == 0) {
+        errno = e;
+        ddl_errprintf(&err, "cannot connect to %s: %s", addr, strerror(e));
+    }
     if (fd < 0) {
         ddl_log(a->ask_quiet ? DDL_LOG_DEBUG : DDL_LOG_ERROR,
                 "node %u: cannot reach the leader agent: %s", o->node_id, err.text);
@@ -506,6 +527,7 @@ int silence_due(agent_t *a)
  * leader needs a majority of them: majority(), recovery.c). */
 void send_roster(agent_t *a)
 {
+    a->roster_at = 0;
     if (!a->roster)
         return;
     char **addr = calloc(a->opts->nnodes, sizeof *addr);
@@ -599,7 +621,7 @@ static int ask_leader(agent_t *a)
     ag_fail(a, ECANCELED, "this node lost its link to the leader agent");
     char addr[sizeof a->leader_addr]; /* connect_to writes a->leader_addr */
     snprintf(addr, sizeof addr, "%s", a->leader_addr);
-    if (connect_to(a, addr, ASK_LEADER_MS) == 0) {
+    if (connect_to(a, addr, ASK_LEADER_MS, 0) == 0) {
         a->rejoin_tries = 0;
         ddl_warn("generation %u: node %u is linked to the leader agent again", a->gen,
                  o->node_id);
