@@ -3,7 +3,8 @@
 # a 2-node Slurm 22.05 cluster of network namespaces starts, runs
 # srun steps on both nodes with PMIx ranks, runs an Open MPI program across
 # the nodes (the peer for later comparisons), survives the crash of a node's
-# processes, and stops without leaving a namespace, bridge or daemon behind.
+# processes, reboots that node (its slurmd started again), and stops without
+# leaving a namespace, bridge or daemon behind.
 # Skips when not root or Slurm/munge are not installed.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 CLUSTER="$top_srcdir/tests/slurm/cluster.sh"
@@ -54,6 +55,16 @@ t_run 30 srun -N1 -w n1 hostname
 t_is "$(cat "$T_TMP/out")" "n1" "n1 still runs steps after n2 crashed"
 kill $spid 2>/dev/null
 wait $spid 2>/dev/null
+
+# reboot n2: its slurmd starts again and it runs steps; a running node is
+# not rebooted
+sh "$CLUSTER" reboot "$DIR" n2 2>"$T_TMP/reboot.err"
+t_is $? 0 "reboot n2: its link comes up, its slurmd starts again"
+t_run 60 srun -N1 -w n2 hostname
+t_is "$(cat "$T_TMP/out")" "n2" "... and n2 runs steps again"
+sh "$CLUSTER" reboot "$DIR" n1 2>"$T_TMP/reboot.err"
+t_is $? 1 "reboot n1, which runs: refused"
+t_like "$T_TMP/reboot.err" "n1 is running: crash it first" "... saying why"
 
 sh "$CLUSTER" stop "$DIR"
 t_is $? 0 "the cluster stops"
