@@ -699,7 +699,6 @@ static void ask_back(agent_t *a)
     a->ask_quiet = 1; /* a round of asks in vain is expected: no error each time */
     for (size_t i = 0; i < asked; i++) {
         gone += errs[i] == ECONNREFUSED;
-        pf[i].fd = -1;
         if (fds[i] >= 0 && auth_send(a, fds[i], nonces[i]) < 0) {
             close(fds[i]);
             fds[i] = -1;
