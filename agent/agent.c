@@ -516,7 +516,7 @@ static int setup(agent_t *a)
             return -1;
         }
     remap(a);
-    a->leader = o->nnodes <= 1 || !o->leader;
+    a->leader = o->nnodes <= 1 || (!o->leader && !o->rejoin);
     a->started_ms = ddl_now_ms();
     a->beat_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : DDL_HEARTBEAT_DEFAULT_MS;
     a->ckpt_dir = ddl_env_str(DDLENV_DDL_CHECKPOINT_DIR);
@@ -578,7 +578,12 @@ static int setup(agent_t *a)
         struct sockaddr_in sa;
         socklen_t sl = sizeof sa;
         char ip[INET_ADDRSTRLEN];
-        if (a->leader && getsockname(a->tfd, (struct sockaddr *)&sa, &sl) == 0 &&
+        /* where this agent listens: as the leader, or (given one) where it
+         * would lead after a takeover; else it opens one at its first link */
+        if (!a->leader && o->tcp_fd >= 0)
+            a->listen_fd = o->tcp_fd;
+        int fd = a->leader ? a->tfd : a->listen_fd;
+        if (fd >= 0 && getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 &&
             inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip))
             snprintf(a->roster[o->node_id], sizeof a->roster[0], "%s:%u", ip,
                      ntohs(sa.sin_port));
@@ -586,6 +591,8 @@ static int setup(agent_t *a)
     a->leader_node = a->leader ? o->node_id : 0; /* a non-leader learns it from the first beat */
     if (a->leader && a->roster)
         snprintf(a->leader_addr, sizeof a->leader_addr, "%s", a->roster[o->node_id]);
+    if (!a->leader && o->rejoin)
+        return restarted(a);
     if (!a->leader && connect_to(a, o->leader, 30000, 1) < 0)
         return -1;
     return 0;

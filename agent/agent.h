@@ -46,8 +46,12 @@ typedef struct {
     uint32_t node_id, nnodes;  /* this node, of nnodes (>= 1) */
     const uint32_t *local;     /* ranks on this node, nlocal of them; NULL: all */
     uint32_t nlocal;
-    int tcp_fd;                /* leader: listening TCP socket; -1 otherwise */
+    int tcp_fd;                /* leader: listening TCP socket; others: where they would
+                                * lead after a takeover (-1: opened at the first link) */
     const char *leader;        /* others: the leader's "IPv4:port" */
+    const char *rejoin;        /* a node restarted after a loss: nnodes comma-separated
+                                * agent addresses ("IPv4:port" or empty) that it asks to
+                                * take it back, instead of linking to a leader; NULL none */
     const uint8_t *secret;     /* the step's secret (when nnodes > 1) */
     uint32_t secret_len;
     int exit_when_done;        /* exit once every local rank has ended */

@@ -267,6 +267,7 @@ void send_roster(agent_t *a);
 void handle_roster(agent_t *a, const ddl_msg_t *m);
 void takeover(agent_t *a); /* may block: about 2 x (node timeout + 1 s) per round */
 void finish_takeover(agent_t *a);
+int restarted(agent_t *a);                               /* --rejoin: ask to be taken back */
 void rejoin(agent_t *a);                                 /* ask the old leader again */
 int retired(const agent_t *a, uint32_t node);            /* back too often: never given ranks */
 

@@ -2,7 +2,8 @@
  *
  *   ddl-agent serve --socket PATH --step ID --size N [--ready-fd FD] [--parent PID]
  *                   [--node-id K --nnodes M --local-ranks LIST --secret-fd FD
- *                    (--tcp-fd FD | --leader IP:PORT)] [--exit-when-done]
+ *                    (--tcp-fd FD | --leader IP:PORT | --rejoin LIST)]
+ *                   [--exit-when-done]
  *                   [--heartbeat MS] [--supervise [--restarts N] [--crash-loop K]
  *                    [--node-timeout MS] [--spares K] [--min-nodes M]] [--host NAME]
  *   ddl-agent status [--socket PATH] [--json | --prometheus]
@@ -45,7 +46,8 @@ static void usage(FILE *f)
             "       ddl-agent serve --socket PATH --step ID --size N [--ready-fd FD] "
             "[--parent PID]\n"
             "                       [--node-id K --nnodes M --local-ranks LIST --secret-fd FD\n"
-            "                        (--tcp-fd FD | --leader IP:PORT)] [--exit-when-done]\n"
+            "                        (--tcp-fd FD | --leader IP:PORT | --rejoin LIST)]\n"
+            "                       [--exit-when-done]\n"
             "                       [--heartbeat MS] [--supervise [--restarts N] "
             "[--crash-loop K]\n"
             "                        [--node-timeout MS] [--spares K] [--min-nodes M]] "
@@ -177,7 +179,7 @@ static int cmd_serve(int argc, char **argv)
     ddl_agent_opts_t o = {
         .socket_path = a.socket, .step = a.step, .size = a.size, .ready_fd = a.ready_fd,
         .parent_pid = a.parent, .node_id = a.node_id, .nnodes = a.nnodes, .tcp_fd = a.tcp_fd,
-        .leader = a.leader, .exit_when_done = a.exit_when_done, .heartbeat_ms = a.heartbeat_ms,
+        .leader = a.leader, .rejoin = a.rejoin, .exit_when_done = a.exit_when_done, .heartbeat_ms = a.heartbeat_ms,
         .supervise = a.supervise, .restarts = a.restarts, .crash_loop = a.crash_loop,
         .node_timeout_ms = a.node_timeout_ms, .spares = a.spares, .min_nodes = a.min_nodes,
         .host = a.host, .ddlrun_names = a.ddlrun_names,

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent_args.h"
 #include "agent_int.h"
 #include "fileio.h"
 #include "log.h"
@@ -255,6 +256,32 @@ void members_now(agent_t *a)
         a->member[n] = present(a, n);
 }
 
+/* wait_to_rejoin: this node holds no rank in a generation of its own
+ * (never sent to anyone: a leader taking it back renumbers it), its tasks
+ * wait as a spare's, and it asks the other nodes to take it back (ask_back,
+ * links.c) for DDL_CUT_OFF_WAIT_S seconds.  A leader first steps down.  The first round of asks comes after first_ask_ms.
+ * 0, or -1 (out of memory). */
+static int wait_to_rejoin(agent_t *a, const char *cause, int first_ask_ms)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    uint32_t *map = malloc(o->nnodes * sizeof *map);
+    if (!map)
+        return -1;
+    memcpy(map, a->w.node_rank, o->nnodes * sizeof *map);
+    map[o->node_id] = NO_RANK;
+    char master[64] = "";
+    ddl_msg_t m = restart_msg(a, a->gen + 1, map, master, sizeof master);
+    m.u.generation.cause = (char *)cause;
+    if (a->leader)
+        step_down(a);
+    apply_generation(a, &m);
+    a->gen_local = 1; /* told nobody: a leader taking this node back renumbers it */
+    free(map);
+    a->cut_until = ddl_now_ms() + (int64_t)o->cut_off_wait_s * 1000;
+    a->rejoin_at = ddl_now_ms() + first_ask_ms; /* the first round of asks */
+    return 0;
+}
+
 /* cut_off: this leader has no majority: its side is likely cut off from
  * the rest by a partition that may heal.  Its ranks stop and its tasks wait
  * as a spare's (a generation of its own in which this node holds no rank,
@@ -267,26 +294,41 @@ void members_now(agent_t *a)
 static void cut_off(agent_t *a, const char *line, const char *minority)
 {
     const ddl_agent_opts_t *o = a->opts;
-    uint32_t *map = malloc(o->nnodes * sizeof *map);
-    if (!map) {
-        stop_here(a, minority);
-        return;
-    }
-    memcpy(map, a->w.node_rank, o->nnodes * sizeof *map);
-    map[o->node_id] = NO_RANK;
-    char cause[1200], master[64] = "";
-    ddl_msg_t m = restart_msg(a, a->gen + 1, map, master, sizeof master);
+    char cause[1200];
     snprintf(cause, sizeof cause, "generation %u: %s; %s: node %u waits to be taken back (up to "
              "%d s), its tasks as a spare's", a->gen, line, minority, o->node_id,
              o->cut_off_wait_s);
-    m.u.generation.cause = cause;
     ddl_error("%s", cause);
-    step_down(a);
-    apply_generation(a, &m);
-    a->gen_local = 1; /* told nobody: a leader taking this node back renumbers it */
-    free(map);
-    a->cut_until = ddl_now_ms() + (int64_t)o->cut_off_wait_s * 1000;
-    a->rejoin_at = ddl_now_ms() + 1000; /* the first round of asks */
+    if (wait_to_rejoin(a, cause, 1000) < 0)
+        stop_here(a, minority);
+}
+
+/* restarted: this agent started on a node restarted after a loss (its
+ * processes died: the machine rebooted, or its part of the step was killed):
+ * the step goes on without it, so it asks the step's agents at the addresses
+ * it was given (--rejoin) to take it back, as a node cut off by a partition
+ * does: the leader takes it as a spare (DDL_NODE_RETAKES times at most) and
+ * a world that shrank grows back onto it at the next checkpoint.  0, or -1
+ * (reported). */
+int restarted(agent_t *a)
+{
+    const ddl_agent_opts_t *o = a->opts;
+    char cause[300];
+    for (uint32_t n = 0; n < o->nnodes; n++)
+        if (n != o->node_id &&
+            ddl_agent_rejoin_addr(o->rejoin, n, a->roster[n], sizeof a->roster[n]) < 0) {
+            ddl_error("--rejoin: no address for node %u", n);
+            return -1;
+        }
+    snprintf(cause, sizeof cause, "node %u restarted after a loss: it asks the step's agents to "
+             "take it back (up to %d s), its tasks wait as a spare's", o->node_id,
+             o->cut_off_wait_s);
+    ddl_warn("%s", cause);
+    if (wait_to_rejoin(a, cause, 0) < 0) {
+        ddl_error("out of memory");
+        return -1;
+    }
+    return 0;
 }
 
 /* decide: the leader, once the failure window has passed: the policy's

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "agent_args.h"
 #include "ddl_limits.h"
+#include "sock.h"
 
 #define FD_MAX (1L << 20)
 #define PID_MAX (1L << 22)
@@ -188,6 +190,41 @@ static int host_ok(const char *h)
     return *h && strlen(h) <= 63 && !strpbrk(h, " \t\n\"\\");
 }
 
+int ddl_agent_rejoin_addr(const char *list, uint32_t n, char *out, size_t len)
+{
+    const char *p = list;
+    for (uint32_t i = 0; i < n && p; i++) {
+        p = strchr(p, ',');
+        p = p ? p + 1 : NULL;
+    }
+    size_t k = p ? strcspn(p, ",") : 0;
+    if (!p || k >= len) {
+        errno = EINVAL;
+        return -1;
+    }
+    memcpy(out, p, k);
+    out[k] = '\0';
+    return 0;
+}
+
+/* rejoin_ok: a --rejoin list of exactly nnodes entries, each "" or
+ * IPv4:port, at least one of them given. */
+static int rejoin_ok(const char *list, uint32_t nnodes)
+{
+    char addr[64];
+    struct sockaddr_in sa;
+    uint32_t n = 0, given = 0;
+    for (const char *p = list; p; p = strchr(p, ','), p = p ? p + 1 : NULL)
+        n++;
+    for (uint32_t i = 0; i < n; i++) {
+        if (ddl_agent_rejoin_addr(list, i, addr, sizeof addr) < 0 ||
+            (*addr && ddl_hostport_parse(addr, &sa) < 0))
+            return 0;
+        given += *addr != '\0';
+    }
+    return n == nnodes && given > 0;
+}
+
 static int ranks_ok(const char *text)
 {
     uint32_t *r, n;
@@ -226,11 +263,18 @@ int ddl_agent_args_check(const ddl_agent_args_t *a, ddl_error_t *err)
         return inval(err, "--heartbeat %d must be less than --node-timeout %d", a->heartbeat_ms,
                      a->node_timeout_ms);
     if (a->nnodes > 1 && (a->node_id >= a->nnodes || !a->local_ranks || a->secret_fd < 0 ||
-                          (a->tcp_fd < 0) == !a->leader))
+                          (a->leader && a->rejoin) ||
+                          (a->tcp_fd < 0 && !a->leader && !a->rejoin)))
         return inval(err,
                      "a step on %u nodes needs --node-id below it, --local-ranks, "
-                     "--secret-fd and one of --tcp-fd (the leader) or --leader",
+                     "--secret-fd and one of --tcp-fd (the leader), --leader or --rejoin",
                      a->nnodes);
+    if (a->rejoin && (a->nnodes < 2 || !a->supervise || (!a->spares && !a->min_nodes)))
+        return inval(err, "--rejoin: a restarted node is taken back only by a supervised step "
+                     "of several nodes with --spares or --min-nodes");
+    if (a->rejoin && !rejoin_ok(a->rejoin, a->nnodes))
+        return inval(err, "--rejoin: '%.200s' is not %u addresses (IPv4:port or empty, one per "
+                     "node, comma-separated, at least one given)", a->rejoin, a->nnodes);
     return 0;
 }
 
@@ -273,6 +317,10 @@ int ddl_agent_argv_build(const ddl_agent_args_t *a, ddl_agent_argv_t *out, ddl_e
     if (a->leader) {
         ARG("--leader");
         ARG(a->leader);
+    }
+    if (a->rejoin) {
+        ARG("--rejoin");
+        ARG(a->rejoin);
     }
     if (a->exit_when_done)
         ARG("--exit-when-done");
@@ -323,6 +371,7 @@ int ddl_agent_argv_parse(int argc, char **argv, ddl_agent_args_t *a, ddl_error_t
         {"secret-fd", required_argument, NULL, 'S'},
         {"tcp-fd", required_argument, NULL, 'T'},
         {"leader", required_argument, NULL, 'l'},
+        {"rejoin", required_argument, NULL, 'J'},
         {"exit-when-done", no_argument, NULL, 'x'},
         {"heartbeat", required_argument, NULL, 'H'},
         {"supervise", no_argument, NULL, 'V'},
@@ -367,6 +416,9 @@ int ddl_agent_argv_parse(int argc, char **argv, ddl_agent_args_t *a, ddl_error_t
             break;
         case 'l':
             a->leader = optarg;
+            break;
+        case 'J':
+            a->rejoin = optarg;
             break;
         case 'x':
             a->exit_when_done = 1;

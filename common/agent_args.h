@@ -7,7 +7,7 @@
  *
  *   ddl-agent serve --socket PATH --step ID --size N [--ready-fd FD] [--parent PID]
  *                   [--node-id K --nnodes M --local-ranks LIST --secret-fd FD
- *                    (--tcp-fd FD | --leader IP:PORT)] [--exit-when-done]
+ *                    (--tcp-fd FD | --leader IP:PORT | --rejoin LIST)] [--exit-when-done]
  *                   [--heartbeat MS] [--supervise [--restarts N] [--crash-loop K]
  *                    [--node-timeout MS] [--spares K] [--min-nodes M]] [--host NAME]
  *                   [--option-names srun|ddlrun]
@@ -31,8 +31,14 @@ typedef struct {
     uint32_t nnodes;         /* --nnodes: nodes of the step, 1 (default) to DDL_MAX_NODES */
     const char *local_ranks; /* --local-ranks: "0,1,2", the ranks on this node; NULL none */
     int secret_fd;           /* --secret-fd: the step's secret comes on this pipe; -1 none */
-    int tcp_fd;              /* --tcp-fd: the leader's listening TCP socket; -1 none */
+    int tcp_fd;              /* --tcp-fd: the leader's listening TCP socket; with --leader
+                              * or --rejoin, where this agent would lead after a takeover
+                              * (else it opens one itself); -1 none */
     const char *leader;      /* --leader IP:PORT: a follower's leader; NULL none */
+    const char *rejoin;      /* --rejoin ADDR,ADDR,...: a node restarted after a loss (its
+                              * processes died) asks these agents, node 0 first (nnodes
+                              * entries, each IPv4:port or empty), to take it back;
+                              * NULL none */
     int exit_when_done;      /* --exit-when-done */
     int heartbeat_ms;        /* --heartbeat: ms (ddl_limits.h); 0 default */
     int supervise;           /* --supervise: the agents decide restarts (as under Slurm) */
@@ -62,8 +68,9 @@ typedef struct {
 /* ddl_agent_args_check: the checks that ddl_agent_argv_parse makes, on a
  * filled struct: every number in its range, --socket, --step and --size
  * given, --heartbeat below --node-timeout, and on more than one node
- * --node-id below --nnodes, --local-ranks, --secret-fd and exactly one of
- * --tcp-fd or --leader.  0, or -1 with errno EINVAL and err naming the
+ * --node-id below --nnodes, --local-ranks, --secret-fd and --tcp-fd
+ * (the leader), --leader or --rejoin (nnodes addresses; with --supervise
+ * and --spares or --min-nodes; not with --leader).  0, or -1 with errno EINVAL and err naming the
  * option, its value and the range.  Thread-safe. */
 int ddl_agent_args_check(const ddl_agent_args_t *a, ddl_error_t *err);
 
@@ -74,6 +81,11 @@ int ddl_agent_args_check(const ddl_agent_args_t *a, ddl_error_t *err);
  * --min-nodes.  Refuses (ddl_agent_args_check) what the agent would refuse:
  * 0, or -1 with errno and err.  Thread-safe. */
 int ddl_agent_argv_build(const ddl_agent_args_t *a, ddl_agent_argv_t *out, ddl_error_t *err);
+
+/* ddl_agent_rejoin_addr: entry n (from 0) of a --rejoin list into out, ""
+ * when empty.  0, or -1 with errno EINVAL (the list has no entry n, or it
+ * does not fit len).  Thread-safe. */
+int ddl_agent_rejoin_addr(const char *list, uint32_t n, char *out, size_t len);
 
 /* ddl_agent_argv_parse: read `serve`'s options: argv[0] is "serve" (the
  * argv after "ddl-agent"), every option checked as ddl_agent_args_check

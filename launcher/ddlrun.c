@@ -65,6 +65,9 @@ typedef struct {
     pid_t group;  /* the agent's pid: the node's process group */
     int lost;     /* its agent was killed, or the node froze (SIGSTOP) */
     char sock[512];
+    char addr[32];       /* --emulate: where its agent listens for the others (TCP) */
+    int64_t reboot_at;   /* --reboot-after: when it starts again (ms), 0 not */
+    int reboots;         /* how often it started again */
 } node_t;
 
 typedef struct {
@@ -86,6 +89,10 @@ typedef struct {
     int64_t frozen_at; /* --emulate: when frozen nodes were last looked for */
     ddl_topo_env_t *bind; /* per rank: CPU mask and variables; NULL: leave them alone */
     ddl_ev_timer_t *kill_t; /* SIGKILL at kill_at (supervise) */
+    ddl_ev_timer_t *reboot_t; /* --reboot-after: the next node's start (supervise) */
+    ddl_evloop_t *loop;     /* supervise's, while it runs */
+    int master_port;        /* MASTER_PORT of every rank */
+    char secret[2 * DDL_SECRET_BYTES + 1]; /* --emulate: the step's, for a node's new agent */
 } run_t;
 
 /* agent_of: the agent that serves task i: the only one, or with --emulate
@@ -224,6 +231,8 @@ static void set_rank_env(run_t *r, int rank, int master_port)
         fprintf(stderr, "ddlrun: rank %d: %s\n", rank, err.text);
         _exit(127);
     }
+    if (r->o.emulate && r->nodes[agent_of(r, rank)].reboots)
+        setenv("DDL_NODE_RESTARTED", "1", 1); /* its tasks wait as a spare's */
     if (r->o.ckpt_local) {
         /* each emulated machine (a spare included) its own directory: the
          * task keeps it when it takes another node's ranks */
@@ -351,6 +360,8 @@ static void reap(run_t *r)
             r->nodes[k].agent = 0;
             if (r->alive > 0 && !r->stopping && WIFSIGNALED(status)) {
                 r->nodes[k].lost = 1;
+                if (r->o.reboot_ms && r->nodes[k].reboots < DDLRUN_MAX_REBOOTS)
+                    r->nodes[k].reboot_at = ddl_now_ms() + r->o.reboot_ms;
                 if (r->o.emulate)
                     ddl_debug("node %d: its agent (pid %d) %s: the node is lost", k, (int)pid,
                               ddl_describe_wait_status(status, how, sizeof how));
@@ -510,10 +521,14 @@ static void on_tick(ddl_evloop_t *loop, ddl_ev_timer_t *t, void *arg)
     (void)arg;
 }
 
+static void reboot_nodes(run_t *r);
+
 static void supervise_prepare(ddl_evloop_t *loop, void *arg)
 {
     run_t *r = arg;
     reap(r);
+    if (r->o.reboot_ms)
+        reboot_nodes(r);
     int open_pipes = 0;
     for (int i = 0; i < r->ntasks; i++)
         open_pipes += (r->ranks[i].out[0].fd >= 0) + (r->ranks[i].out[1].fd >= 0);
@@ -541,7 +556,8 @@ static void supervise(run_t *r)
     int ok = loop && ddl_ev_fd_add(loop, r->sfd, POLLIN, on_signals, r) &&
              (r->kill_t = ddl_ev_timer_new(loop, on_kill_timer, r));
     ddl_ev_timer_t *tick = ok ? ddl_ev_timer_new(loop, on_tick, r) : NULL;
-    ok = ok && tick;
+    ok = ok && tick && (r->reboot_t = ddl_ev_timer_new(loop, on_tick, r));
+    r->loop = loop;
     for (int i = 0; ok && i < r->ntasks; i++)
         for (int s = 0; ok && s < 2; s++) {
             outpipe_t *p = &r->ranks[i].out[s];
@@ -554,6 +570,7 @@ static void supervise(run_t *r)
         ddl_evloop_set_prepare(loop, supervise_prepare, r);
         if (ddl_evloop_run(loop) == 0) {
             ddl_evloop_free(loop);
+            r->loop = NULL;
             return;
         }
         ddl_error("poll: %m");
@@ -561,6 +578,7 @@ static void supervise(run_t *r)
         ddl_error("out of memory");
     }
     ddl_evloop_free(loop);
+    r->loop = NULL;
     stop_ranks(r, SIGKILL); /* and wait for them without the loop */
     while (r->alive > 0 && poll(NULL, 0, 100) >= 0)
         reap(r);
@@ -599,30 +617,25 @@ static int start_agent(run_t *r, const char *dir)
     return 0;
 }
 
-/* start_nodes: --emulate: one agent per emulated node, each leading the
- * node's process group; node 0's agent is the leader, on a loopback TCP
- * port, and the others join it with a fresh secret (through a pipe, as
- * under Slurm).  Without --emulate, start_agent.  0, or -1 (reported; the
- * agents started are stopped by stop_nodes). */
-static int start_nodes(run_t *r, const char *dir)
+/* node_agent: --emulate: node k's agent, leading the node's process group,
+ * listening for the other agents on a loopback TCP socket that ddlrun opens
+ * (so that it knows every node's address): node 0 leads at first, the
+ * others link to it with the step's secret (through a pipe, as under
+ * Slurm); with rejoin (the node started again after a loss) it asks the
+ * step's agents instead to take it back.  0, or -1 (reported). */
+static int node_agent(run_t *r, int k, int rejoin)
 {
-    if (!r->o.emulate)
-        return start_agent(r, dir);
     ddl_error_t err;
-    char secret[2 * DDL_SECRET_BYTES + 1], leader[64];
     uint16_t port;
-    int lfd = ddl_tcp_listen("127.0.0.1", &port, &err), rc = -1;
+    node_t *n = &r->nodes[k];
+    int lfd = ddl_tcp_listen("127.0.0.1", &port, &err), sp[2] = {-1, -1}, rc = -1;
+    char host[32], local[64 * 12] = "", *list = NULL;
     if (lfd < 0) {
-        ddl_error("the leader agent's socket: %s", err.text);
+        ddl_error("node %d's agent's socket: %s", k, err.text);
         return -1;
     }
-    if (ddl_secret_hex(secret, &err) < 0) {
-        ddl_error("%s", err.text);
-        close(lfd);
-        return -1;
-    }
+    snprintf(n->addr, sizeof n->addr, "127.0.0.1:%u", port);
     long to = r->o.node_timeout_ms ? r->o.node_timeout_ms : DDL_NODE_TIMEOUT_DEFAULT_MS;
-    snprintf(leader, sizeof leader, "127.0.0.1:%u", port);
     ddl_agent_args_t a = DDL_AGENT_ARGS_INIT;
     a.step = r->step;
     a.size = (uint32_t)r->ntasks;
@@ -636,51 +649,120 @@ static int start_nodes(run_t *r, const char *dir)
     a.heartbeat_ms = (int)(to / 2 < DDL_HEARTBEAT_DEFAULT_MS ? to / 2 : DDL_HEARTBEAT_DEFAULT_MS);
     a.spares = (uint32_t)r->o.spares;
     a.min_nodes = (uint32_t)r->o.min_nodes;
-    for (int k = 0; k < r->nnodes; k++) {
-        char host[32], local[64 * 12] = "";
-        int sp[2];
-        size_t used = 0;
-        for (int i = 0; i < r->tpn && used < sizeof local - 12; i++)
-            used += (size_t)snprintf(local + used, sizeof local - used, "%s%d", i ? "," : "",
-                                     k * r->tpn + i);
-        snprintf(r->nodes[k].sock, sizeof r->nodes[k].sock, "%s/%s-node%d.sock", dir, r->step,
-                 k);
-        if (pipe2(sp, O_CLOEXEC) < 0 || ddl_write_full(sp[1], secret, strlen(secret)) < 0) {
-            ddl_error("cannot pass the secret to node %d's agent: %m", k);
+    size_t used = 0;
+    for (int i = 0; i < r->tpn && used < sizeof local - 12; i++)
+        used += (size_t)snprintf(local + used, sizeof local - used, "%s%d", i ? "," : "",
+                                 k * r->tpn + i);
+    if (rejoin) { /* every other node's address, in node order */
+        size_t len = (size_t)r->nnodes * sizeof n->addr;
+        if (!(list = malloc(len))) {
+            ddl_error("out of memory");
             goto out;
         }
-        close(sp[1]);
-        snprintf(host, sizeof host, "node%d", k);
-        ddl_agent_argv_t av;
-        a.socket = r->nodes[k].sock;
-        a.node_id = (uint32_t)k;
-        a.local_ranks = local;
-        a.secret_fd = sp[0];
-        a.tcp_fd = k ? -1 : lfd;
-        a.leader = k ? leader : NULL;
-        a.host = host;
-        a.ddlrun_names = 1;
-        if (ddl_agent_argv_build(&a, &av, &err) < 0) {
-            close(sp[0]);
-            ddl_error("node %d's agent: %s", k, err.text);
-            goto out;
-        }
-        int keep[2] = {sp[0], lfd};
-        pid_t pid = ddl_spawn_ready(r->agent_path, av.argv, keep, k ? 1 : 2, 1, 40000, &err);
-        close(sp[0]);
-        if (pid < 0) {
-            ddl_error("node %d: %s", k, err.text);
-            goto out;
-        }
-        r->nodes[k].agent = r->nodes[k].group = pid;
-        ddl_debug("node %d: agent pid %d (its process group) on %s", k, (int)pid,
-                  r->nodes[k].sock);
+        used = 0;
+        for (int j = 0; j < r->nnodes; j++)
+            used += (size_t)snprintf(list + used, len - used, "%s%s", j ? "," : "",
+                                     j == k ? "" : r->nodes[j].addr);
     }
+    snprintf(n->sock, sizeof n->sock, "%s/%s-node%d.sock", r->dir, r->step, k);
+    if (pipe2(sp, O_CLOEXEC) < 0 || ddl_write_full(sp[1], r->secret, strlen(r->secret)) < 0) {
+        ddl_error("cannot pass the secret to node %d's agent: %m", k);
+        goto out;
+    }
+    close(sp[1]);
+    sp[1] = -1;
+    snprintf(host, sizeof host, "node%d", k);
+    ddl_agent_argv_t av;
+    a.socket = n->sock;
+    a.node_id = (uint32_t)k;
+    a.local_ranks = local;
+    a.secret_fd = sp[0];
+    a.tcp_fd = lfd;
+    a.leader = k && !rejoin ? r->nodes[0].addr : NULL;
+    a.rejoin = list;
+    a.host = host;
+    a.ddlrun_names = 1;
+    if (ddl_agent_argv_build(&a, &av, &err) < 0) {
+        ddl_error("node %d's agent: %s", k, err.text);
+        goto out;
+    }
+    int keep[2] = {sp[0], lfd};
+    pid_t pid = ddl_spawn_ready(r->agent_path, av.argv, keep, 2, 1, 40000, &err);
+    if (pid < 0) {
+        ddl_error("node %d: %s", k, err.text);
+        goto out;
+    }
+    n->agent = n->group = pid;
+    ddl_debug("node %d: agent pid %d (its process group) on %s, %s", k, (int)pid, n->sock,
+              n->addr);
     rc = 0;
 out:
+    for (int i = 0; i < 2; i++)
+        if (sp[i] >= 0)
+            close(sp[i]);
     close(lfd);
-    memset(secret, 0, sizeof secret);
+    free(list);
     return rc;
+}
+
+/* start_nodes: --emulate: one agent per emulated node (node_agent) with a
+ * fresh secret.  Without --emulate, start_agent.  0, or -1 (reported; the
+ * agents started are stopped by stop_nodes). */
+static int start_nodes(run_t *r, const char *dir)
+{
+    if (!r->o.emulate)
+        return start_agent(r, dir);
+    ddl_error_t err;
+    if (ddl_secret_hex(r->secret, &err) < 0) {
+        ddl_error("%s", err.text);
+        return -1;
+    }
+    for (int k = 0; k < r->nnodes; k++)
+        if (node_agent(r, k, 0) < 0)
+            return -1;
+    return 0;
+}
+
+/* reboot_nodes: --reboot-after: each lost node whose time has come and whose
+ * tasks are gone starts again, as a machine that rebooted: a new agent that
+ * asks the step's agents to take it back, and new tasks that wait as a
+ * spare's (DDL_NODE_RESTARTED).  Arms the timer for the next one. */
+static void reboot_nodes(run_t *r)
+{
+    int64_t now = ddl_now_ms(), next = 0;
+    for (int k = 0; k < r->nnodes && !r->stopping; k++) {
+        node_t *n = &r->nodes[k];
+        int busy = n->agent > 0;
+        for (int i = k * r->tpn; i < (k + 1) * r->tpn; i++)
+            busy |= r->ranks[i].pid > 0 || r->ranks[i].out[0].fd >= 0 ||
+                    r->ranks[i].out[1].fd >= 0;
+        if (!n->reboot_at || busy || now < n->reboot_at) {
+            if (n->reboot_at && (!next || n->reboot_at < next))
+                next = n->reboot_at > now ? n->reboot_at : now + 100;
+            continue;
+        }
+        n->reboot_at = 0;
+        n->reboots++;
+        ddl_warn("node %d (node%d) starts again (--reboot-after, %d time%s): its agent asks to "
+                 "be taken back, its tasks wait as a spare's", k, k, n->reboots,
+                 n->reboots == 1 ? "" : "s");
+        if (node_agent(r, k, 1) < 0)
+            continue; /* reported: the node stays lost */
+        n->lost = 0;
+        for (int i = k * r->tpn; i < (k + 1) * r->tpn; i++) {
+            if (start_rank(r, i, r->master_port) < 0) {
+                kill(-n->group, SIGKILL); /* what is left of the node ends: lost again */
+                break;
+            }
+            for (int o = 0; o < 2; o++) {
+                outpipe_t *p = &r->ranks[i].out[o];
+                if (p->fd >= 0 && !ddl_ev_fd_add(r->loop, p->fd, POLLIN, on_output, p))
+                    ddl_error("out of memory: rank %d's output is lost", i);
+            }
+        }
+    }
+    if (next)
+        ddl_ev_timer_arm_at(r->reboot_t, next, 0);
 }
 
 /* stop_nodes: the agents have a moment to end by themselves (they do once
@@ -803,9 +885,9 @@ static int run(run_t *r)
 {
     int code = 1;
     if (start_nodes(r, r->dir) == 0) {
-        int port = free_tcp_port();
+        r->master_port = free_tcp_port();
         for (int i = 0; i < r->ntasks && !r->stopping; i++) {
-            if (start_rank(r, i, port) < 0) {
+            if (start_rank(r, i, r->master_port) < 0) {
                 r->start_failed = 1; /* reported; makes the exit status 1 */
                 stop_ranks(r, SIGTERM);
             }
@@ -815,6 +897,7 @@ static int run(run_t *r)
     }
     stop_nodes(r);
     ddl_kill_adopted(0);
+    memset(r->secret, 0, sizeof r->secret);
     return code;
 }
 

@@ -8,6 +8,9 @@
 
 /* Ranks (and tasks, with --spares) on this machine. */
 #define DDLRUN_MAX_RANKS 4096
+/* --reboot-after: a node starts again at most this often (the agents take
+ * it back DDL_NODE_RETAKES times at most). */
+#define DDLRUN_MAX_REBOOTS 100
 /* Failures within this long of the first are compared for the root cause. */
 #define DDLRUN_FAILURE_WINDOW_MS 30
 /* The other limits and defaults (restarts, crash loop, grace, node and hang
@@ -39,6 +42,8 @@ typedef struct {
     int spares;      /* --spares: more emulated nodes whose tasks wait (--emulate) */
     int min_nodes;   /* --min-nodes: shrink down to this many nodes (--emulate) */
     long node_timeout_ms; /* --node-timeout: a silent node is lost after this (--emulate) */
+    long reboot_ms;  /* --reboot-after: a killed node starts again this long after (--emulate),
+                      * 0 never */
     int prog_argc;   /* the program and its arguments */
     char **prog_argv; /* points into the argv given to the parser */
 } ddlrun_opts_t;

@@ -36,6 +36,13 @@ const char ddlrun_usage[] =
     "      --node-timeout SECS\n"
     "                     with --emulate: an agent silent this long is lost (0.2-600,\n"
     "                     default 2)\n"
+    "      --reboot-after SECS\n"
+    "                     with --emulate and --spares or --min-nodes: a node whose agent\n"
+    "                     was killed starts again this long after its last task ended, as\n"
+    "                     a machine that rebooted: its new agent asks to be taken back, as\n"
+    "                     a spare (DDL_NODE_RETAKES times at most), and a world that shrank\n"
+    "                     grows back onto it at the next checkpoint (0.1-600, default:\n"
+    "                     never)\n"
     "      --grace SECS   after SIGTERM, wait this long before SIGKILL (0-600, default 5)\n"
     "      --bind HOW     auto (default): each rank gets its GPU, nearest NIC and cores;\n"
     "                     none: change nothing; LIST: CPU lists separated by ':', one per\n"
@@ -126,6 +133,7 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
         {"spares", required_argument, NULL, 'S'},
         {"min-nodes", required_argument, NULL, 'M'},
         {"node-timeout", required_argument, NULL, 'T'},
+        {"reboot-after", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -215,6 +223,13 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
                        DDLRUN_ARGS_ERROR;
             o->node_timeout_ms = v;
             break;
+        case 'B':
+            if (ddl_parse_seconds_ms(optarg, 100, 600000, &v) < 0)
+                return ddl_errprintf(err, "--reboot-after: '%s' is not a number of seconds "
+                                     "(0.1-600)", optarg),
+                       DDLRUN_ARGS_ERROR;
+            o->reboot_ms = v;
+            break;
         case 'C':
             if (optarg[0] == '\0')
                 return ddl_errprintf(err, "--checkpoint-dir: empty path"), DDLRUN_ARGS_ERROR;
@@ -263,6 +278,10 @@ ddlrun_args_result_t ddlrun_parse_args(int argc, char **argv, ddlrun_opts_t *o,
     if (!o->emulate && (o->spares || o->min_nodes || o->node_timeout_ms))
         return ddl_errprintf(err, "--%s needs --emulate (one agent per emulated node)",
                              o->spares ? "spares" : o->min_nodes ? "min-nodes" : "node-timeout"),
+               DDLRUN_ARGS_ERROR;
+    if (o->reboot_ms && (!o->emulate || (!o->spares && !o->min_nodes)))
+        return ddl_errprintf(err, "--reboot-after needs --emulate and --spares or --min-nodes "
+                             "(a node that starts again is taken back as a spare)"),
                DDLRUN_ARGS_ERROR;
     if (o->min_nodes > o->nodes)
         return ddl_errprintf(err, "--min-nodes %d is more than the %d node%s that train "

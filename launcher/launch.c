@@ -372,7 +372,7 @@ static struct {
 
 /* world_set: this task's place in a world given per node (node_rank, as in
  * DDL_MSG_GENERATION; NULL: the first generation, the last --ddl-spares
- * nodes idle). */
+ * nodes idle, and a node started again after a loss). */
 static void world_set(const uint32_t *node_rank)
 {
     const ddl_slurm_boot_t *b = &world.b;
@@ -380,6 +380,8 @@ static void world_set(const uint32_t *node_rank)
     for (long n = 0; n < b->nnodes; n++) {
         uint32_t r = node_rank ? node_rank[n] : n < b->nnodes - b->spares ? (uint32_t)n
                                                                           : DDL_NODE_IDLE;
+        if (!node_rank && n == b->node_id && b->restarted)
+            r = DDL_NODE_IDLE; /* back after a loss: a spare until the world grows onto it */
         active += r != DDL_NODE_IDLE;
         if (n == b->node_id)
             pos = r == DDL_NODE_IDLE ? -1 : (long)r;

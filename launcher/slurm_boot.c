@@ -108,6 +108,8 @@ int ddl_node_boot(ddl_slurm_boot_t *b, ddl_error_t *err)
     snprintf(b->master_addr, sizeof b->master_addr, "%s",
              e.master_addr ? e.master_addr : "127.0.0.1");
     snprintf(b->master_port, sizeof b->master_port, "%s", e.master_port ? e.master_port : "");
+    if (ddl_env_long(DDLENV_DDL_NODE_RESTARTED, &b->restarted, err) < 0)
+        return -1;
     return check_recovery(b, err) < 0 || block_order(b, err) < 0 ? -1 : 0;
 }
 

@@ -29,6 +29,8 @@ typedef struct {
     pid_t agent; /* the node's first task: its ddl-agent child; 0 elsewhere */
     long spares;    /* DDL_SPARES: the last nodes wait idle (--ddl-spares) */
     long min_nodes; /* DDL_MIN_NODES: shrink down to this many nodes (--ddl-min-nodes) */
+    long restarted; /* DDL_NODE_RESTARTED: the node was started again after a loss: its
+                     * tasks wait as a spare's until the world grows onto it */
 } ddl_slurm_boot_t;
 
 /* ddl_slurm_boot: fill *b as described above.  Blocks until every task of
@@ -43,8 +45,8 @@ int ddl_slurm_boot(ddl_slurm_boot_t *b, ddl_error_t *err);
  * --node mode), read from the variables ddlrun sets: DDL_RANK (the task),
  * DDL_SIZE (tasks), DDL_NODE_ID, DDL_NNODES, DDL_LOCAL_RANK,
  * DDL_LOCAL_SIZE, DDL_STEP_ID, DDL_AGENT_SOCK (the emulated node's agent,
- * which ddlrun started), MASTER_ADDR, MASTER_PORT, DDL_SPARES and
- * DDL_MIN_NODES.  No PMIx, no agent started.  0, or -1 with the reason in
+ * which ddlrun started), MASTER_ADDR, MASTER_PORT, DDL_SPARES,
+ * DDL_MIN_NODES and DDL_NODE_RESTARTED.  No PMIx, no agent started.  0, or -1 with the reason in
  * err (a variable missing or out of range, spares or shrinking without
  * equal nodes). */
 int ddl_node_boot(ddl_slurm_boot_t *b, ddl_error_t *err);

@@ -42,6 +42,13 @@
 #     is linked but never given ranks; the count outlives a takeover: a
 #     node back once to node0, then lost and back again to node1, the new
 #     leader, is not given ranks either;
+# 10. nodes that restart (--reboot-after 0.5: a node whose process group was
+#     killed starts again, a new agent and new tasks, as a machine that
+#     rebooted): node1 killed, the world shrinks, node1 starts again, is
+#     taken back and the world grows back, with the weights of a 6-rank run
+#     resumed from the grow's checkpoint; node0, the leader, killed twice
+#     with DDL_NODE_RETAKES=1: node1 takes over, node0 comes back and is
+#     taken back once, the second time linked but never given ranks;
 #
 # and after each, nothing of the step left running.  Timings are measured
 # by bench/run-restart.sh, not here.
@@ -469,6 +476,75 @@ last=$(sed -n 's/.*: generation \([0-9]*\) (shrunk to 1 node.*/\1/p' "$T_TMP/hei
 t_is "$(grep -c "task [45]: its node holds no rank in generation ${last:-?}: the task waits as a spare" \
     "$T_TMP/heir.err")" 2 "... node2's tasks wait as a spare's in generation ${last:-?}: the newer decision replaced their pending restart"
 clean heir
+
+# --- 10. nodes that restart --------------------------------------------------------
+# reboot NAME K TIMES [DDLRUN-OPTIONS]: train NAME on 3 nodes (--min-nodes 1,
+# every checkpoint kept, --reboot-after 0.5); TIMES times: kill node K's
+# process group (its agent, tasks and workers, as a machine that crashed)
+# and wait until ddlrun has started it again and the leader has taken it
+# back (the world grows back) or refused it ranks; the run's status.
+reboot() {
+    rname=$1 k=$2 times=$3
+    shift 3
+    ck="$T_TMP/ck-$rname"
+    # shellcheck disable=SC2086
+    timeout -k 5 200 "$DDLRUN" -n 6 --nodes 3 --emulate --restarts 4 --min-nodes 1 \
+        --reboot-after 0.5 --checkpoint-dir "$ck" "$@" "$FMNIST" $ARGS --pace 20 \
+        --checkpoint-keep -1 --checkpoint-dir "$ck" >"$T_TMP/$rname.out" 2>"$T_TMP/$rname.err" &
+    run=$!
+    t_wait_file "$ck/latest" 120
+    j=0
+    while [ $((j += 1)) -le "$times" ]; do
+        g=$(node "$k")
+        [ -n "$g" ] && kill -s KILL -- "-$g"
+        i=0
+        while [ $((i += 1)) -lt 300 ] &&
+            [ "$(leader "\(the world grows back to\|never given ranks\)" "$rname")" -lt $j ]; do
+            sleep 0.1
+        done
+    done
+    wait $run
+}
+reboot restart 1 1
+t_status $? 0 "restart: node1 killed, the world shrinks, node1 starts again: the step finishes (exit 0)" "$T_TMP/restart.err"
+t_like "$T_TMP/restart.err" "generation 0: node 1 \(node1\): its agent closed its link \[node-lost\]; restart 1 of 4: generation 1 \(shrunk to 2 nodes, 4 ranks" \
+    "... the world shrinks without node1"
+t_like "$T_TMP/restart.err" "node 1 \(node1\) starts again \(--reboot-after, 1 time\)" "... ddlrun starts node1 again"
+t_like "$T_TMP/restart.err" "node 1 restarted after a loss: it asks the step's agents to take it back" \
+    "... its new agent asks to be taken back"
+t_like "$T_TMP/restart.err" "generation 1: node 1 \(node1\) came back after a loss: taken back as a spare \(1 of DDL_NODE_RETAKES=2\)" \
+    "... the leader takes it back as a spare"
+t_like "$T_TMP/restart.err" "generation 1: the world grows back to 3 nodes, 6 ranks \(node 1 \(node1\) taken back\): generation 2 resumes from the checkpoint of step [0-9]+" \
+    "... and the world grows back at the next checkpoint"
+t_like "$T_TMP/restart.err" "task [23]: the spare takes rank [45] of 6 \(generation 2\)" \
+    "... node1's new tasks take ranks 4 and 5"
+t_is "$(crc restart | cut -d' ' -f1)" 6 "... the run ends on 6 ranks, which agree"
+t_is "$(leader "restart [0-9] of 4" restart)" 1 "... growing spent no restart of the budget"
+s=$(sed -n 's/.*the world grows back.*resumes from the checkpoint of step \([0-9]*\)$/\1/p' "$T_TMP/restart.err" | head -n 1)
+rm -rf "$T_TMP/ck-grown"
+mkdir -p "$T_TMP/ck-grown"
+cp -r "$T_TMP/ck-restart/step-$(printf %08d "${s:-0}")" "$T_TMP/ck-grown/" 2>/dev/null
+echo "${s:-0}" >"$T_TMP/ck-grown/latest"
+# shellcheck disable=SC2086
+t_run 200 "$DDLRUN" -n 6 --nodes 3 "$FMNIST" $ARGS --checkpoint-dir "$T_TMP/ck-grown"
+t_is $? 0 "... a plain 6-rank run resumed from the grow's checkpoint (step ${s:-?}): exits 0"
+t_is "$(t_checksums "$T_TMP/out")" "$(crc restart)" "... with the same weights, bit for bit"
+clean restart
+
+export DDL_NODE_RETAKES=1
+reboot restart0 0 2
+rc=$?
+unset DDL_NODE_RETAKES
+t_status $rc 0 "restart twice: node0, the leader, killed and started again twice, DDL_NODE_RETAKES=1: the step finishes (exit 0)" "$T_TMP/restart0.err"
+t_like "$T_TMP/restart0.err" "node 1 \(node1\) takes over as the leader" "... node1 takes over"
+t_like "$T_TMP/restart0.err" "generation 1: node 0 \(node0\) came back after a loss: taken back as a spare \(1 of DDL_NODE_RETAKES=1\)" \
+    "... node0's first return: taken back by node1"
+t_like "$T_TMP/restart0.err" "node 0 \(node0\) starts again \(--reboot-after, 2 times\)" "... ddlrun starts node0 a second time"
+t_like "$T_TMP/restart0.err" "generation [0-9]+: node 0 \(node0\) came back after a loss, 2 times: more than DDL_NODE_RETAKES=1, so it is linked but never given ranks again" \
+    "... its second return is linked, never given ranks"
+t_is "$(leader "the world grows back to" restart0)" 1 "... the world grew back once"
+t_is "$(crc restart0 | cut -d' ' -f1)" 4 "... the run ends on 4 ranks, which agree"
+clean restart0
 
 # bad input to the pieces ddlrun --emulate starts
 t_run 10 env -u DDL_SIZE "$DDL_LAUNCH" --node true

@@ -23,6 +23,7 @@ static int args_eq(const ddl_agent_args_t *x, const ddl_agent_args_t *y)
            x->ready_fd == y->ready_fd && x->parent == y->parent && x->node_id == y->node_id &&
            x->nnodes == y->nnodes && str_eq(x->local_ranks, y->local_ranks) &&
            x->secret_fd == y->secret_fd && x->tcp_fd == y->tcp_fd && str_eq(x->leader, y->leader) &&
+           str_eq(x->rejoin, y->rejoin) &&
            x->exit_when_done == y->exit_when_done && x->heartbeat_ms == y->heartbeat_ms &&
            x->supervise == y->supervise && x->restarts == y->restarts &&
            x->crash_loop == y->crash_loop && x->node_timeout_ms == y->node_timeout_ms &&
@@ -154,8 +155,14 @@ int main(void)
     round_trip(&a, "leader");
     a = follower();
     round_trip(&a, "follower");
+    a.tcp_fd = 7;
+    round_trip(&a, "follower with its own listening socket (--tcp-fd and --leader)");
     a = supervised();
     round_trip(&a, "supervised with spares and min-nodes");
+    a.leader = NULL;
+    a.rejoin = "127.0.0.1:4242,,10.0.0.3:7";
+    round_trip(&a, "a restarted node (--rejoin)");
+    a = supervised();
     a.crash_loop = 0;
     a.restarts = 0;
     a.spares = 0;
@@ -219,9 +226,46 @@ int main(void)
     a = follower();
     a.node_id = 2;
     build_refuses(a, "node id beyond nnodes", "--node-id below it");
+    a = supervised();
+    a.rejoin = "127.0.0.1:4242,,";
+    build_refuses(a, "both --leader and --rejoin", "one of --tcp-fd (the leader), --leader or --rejoin");
     a = follower();
-    a.tcp_fd = 3; /* both --tcp-fd and --leader */
-    build_refuses(a, "both --tcp-fd and --leader", "one of --tcp-fd");
+    a.leader = NULL;
+    build_refuses(a, "a follower without --leader or --rejoin", "one of --tcp-fd");
+    a = supervised();
+    a.leader = NULL;
+    a.rejoin = "127.0.0.1:4242,";
+    build_refuses(a, "--rejoin with 2 addresses for 3 nodes", "is not 3 addresses");
+    a.rejoin = "127.0.0.1:4242,,,";
+    build_refuses(a, "--rejoin with 4 addresses for 3 nodes", "is not 3 addresses");
+    a.rejoin = ",,";
+    build_refuses(a, "--rejoin without any address", "at least one given");
+    a.rejoin = "127.0.0.1:4242,host:1,";
+    build_refuses(a, "--rejoin with a host name", "IPv4:port or empty");
+    a.rejoin = "127.0.0.1:0,,";
+    build_refuses(a, "--rejoin with port 0", "IPv4:port or empty");
+    a.rejoin = "127.0.0.1:4242,,";
+    a.spares = a.min_nodes = 0;
+    build_refuses(a, "--rejoin without spares or shrinking", "--spares or --min-nodes");
+    a = supervised();
+    a.leader = NULL;
+    a.rejoin = "127.0.0.1:4242,,";
+    a.supervise = 0;
+    build_refuses(a, "--rejoin without --supervise", "a supervised step");
+
+    /* ddl_agent_rejoin_addr: entry n of the list */
+    char addr[32];
+    const char *list = "127.0.0.1:1,,10.0.0.3:7";
+    ok(ddl_agent_rejoin_addr(list, 0, addr, sizeof addr) == 0 && !strcmp(addr, "127.0.0.1:1"),
+       "rejoin list: entry 0");
+    ok(ddl_agent_rejoin_addr(list, 1, addr, sizeof addr) == 0 && !strcmp(addr, ""),
+       "rejoin list: entry 1 empty");
+    ok(ddl_agent_rejoin_addr(list, 2, addr, sizeof addr) == 0 && !strcmp(addr, "10.0.0.3:7"),
+       "rejoin list: the last entry");
+    ok(ddl_agent_rejoin_addr(list, 3, addr, sizeof addr) == -1 && errno == EINVAL,
+       "rejoin list: no entry 3 (EINVAL)");
+    ok(ddl_agent_rejoin_addr(list, 0, addr, 8) == -1 && errno == EINVAL,
+       "rejoin list: an entry too long for the buffer (EINVAL)");
     a = follower();
     a.secret_fd = -1;
     build_refuses(a, "several nodes without a secret", "--secret-fd");

@@ -194,6 +194,25 @@ int main(void)
     ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.emulate && o.nodes == 2 && o.spares == 1 &&
            o.min_nodes == 1 && o.node_timeout_ms == 500,
        "--emulate --nodes 2 --spares 1 --min-nodes 1 --node-timeout 0.5");
+    ok(o.reboot_ms == 0, "no node starts again by default");
+    v = ARGV("--emulate", "--nodes", "2", "--min-nodes", "1", "--reboot-after", "0.1", "-n", "4",
+             "p");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.reboot_ms == 100, "--reboot-after 0.1: 100 ms");
+    v = ARGV("--emulate", "--nodes", "2", "--spares", "1", "--reboot-after", "600", "-n", "4", "p");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.reboot_ms == 600000,
+       "--reboot-after 600 with --spares");
+    v = ARGV("--emulate", "--nodes", "2", "--spares", "1", "--reboot-after", "0.09", "-n", "4",
+             "p");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_ERROR &&
+           strstr(err.text, "--reboot-after: '0.09' is not a number of seconds (0.1-600)"),
+       "--reboot-after 0.09 refused, with the range");
+    v = ARGV("--emulate", "--nodes", "2", "--reboot-after", "1", "-n", "4", "p");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_ERROR &&
+           strstr(err.text, "--reboot-after needs --emulate and --spares or --min-nodes"),
+       "--reboot-after without --spares or --min-nodes refused");
+    v = ARGV("--nodes", "2", "--reboot-after", "1", "-n", "4", "p");
+    ok(parse(v, &o, &err) == DDLRUN_ARGS_ERROR && strstr(err.text, "needs --emulate"),
+       "--reboot-after without --emulate refused");
 
     v = ARGV("--bind", "none", "-n", "2", "prog");
     ok(parse(v, &o, &err) == DDLRUN_ARGS_RUN && o.bind == DDLRUN_BIND_NONE, "--bind none");
