@@ -591,6 +591,7 @@ static int setup(agent_t *a)
     a->leader_node = a->leader ? o->node_id : 0; /* a non-leader learns it from the first beat */
     if (a->leader && a->roster)
         snprintf(a->leader_addr, sizeof a->leader_addr, "%s", a->roster[o->node_id]);
+    revive_init(a);
     if (!a->leader && o->rejoin)
         return restarted(a);
     if (!a->leader && connect_to(a, o->leader, 30000, 1) < 0)
@@ -743,10 +744,12 @@ static void agent_prepare(ddl_evloop_t *loop, void *arg)
     int64_t g = a->grow_at && (!a->rejoin_at || a->grow_at < a->rejoin_at) ? a->grow_at
                                                                            : a->rejoin_at;
     arm_at(a->grow_t, sup && g, g);
+    int64_t rv = revive_check(a);
+    arm_at(a->revive_t, rv > 0, rv);
     int mx = metrics_wait(a, -1); /* -1: no metrics directory */
     arm_at(a->metrics_t, mx >= 0, ddl_now_ms() + mx);
     a->round_ms = ddl_now_ms(); /* the loop waits from here */
-    if (o->exit_when_done && all_done(a)) {
+    if (o->exit_when_done && all_done(a) && revive_release(a)) {
         int busy = 0; /* flush what is queued first */
         for (size_t i = 0; i < a->nconns; i++)
             busy |= a->conns[i]->out_off < a->conns[i]->out_len;
@@ -772,7 +775,8 @@ static int watch(agent_t *a)
         !(a->grow_t = ddl_ev_timer_new(l, on_grow_timer, a)) ||
         !(a->pause_t = ddl_ev_timer_new(l, on_wake, a)) ||
         !(a->tick_t = ddl_ev_timer_new(l, on_wake, a)) ||
-        !(a->metrics_t = ddl_ev_timer_new(l, on_metrics_timer, a))) {
+        !(a->metrics_t = ddl_ev_timer_new(l, on_metrics_timer, a)) ||
+        !(a->revive_t = ddl_ev_timer_new(l, on_wake, a))) {
         ddl_error("out of memory");
         return -1;
     }
@@ -831,6 +835,7 @@ out:
     free(a.owner);
     free(a.nonces);
     free(a.roster);
+    revive_free(&a);
     drain_free(&a);
     if (a.listen_fd >= 0)
         close(a.listen_fd);

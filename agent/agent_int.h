@@ -22,6 +22,7 @@
 #ifndef DDL_AGENT_INT_H
 #define DDL_AGENT_INT_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/signalfd.h>
@@ -129,6 +130,7 @@ struct agent {
     ddl_ev_timer_t *pause_t;  /* the end of an accept pause */
     ddl_ev_timer_t *tick_t;   /* exit_when_done: look once a second */
     ddl_ev_timer_t *metrics_t; /* the next metrics file (telemetry.c) */
+    ddl_ev_timer_t *revive_t; /* the next look at a lost node's srun (revive.c) */
     int status;               /* ddl_agent_serve's return */
     char host[DDL_PLACE_LEN]; /* this node's hostname */
     const char *ckpt_dir;     /* DDL_CHECKPOINT_DIR, or NULL */
@@ -201,6 +203,14 @@ struct agent {
                              * this step (-2: no growth pending) */
     int64_t grow_at;        /* leader: the next look at DIR/latest for it, 0: none */
     ddl_ev_timer_t *grow_t; /* grow_at, rejoin_at */
+    /* a lost node that restarted (revive.c) */
+    struct revive *rv;      /* leader under Slurm: per node, its srun; NULL: off */
+    char **revive_argv;     /* the step's command, NULL-terminated */
+    char revive_launch[PATH_MAX]; /* ddl-launch */
+    char revive_job[32];    /* SLURM_JOB_ID */
+    int64_t final_at;       /* when the stop or finish was decided */
+    int64_t release_at;     /* --rejoin: cancel the step this node was lost from then */
+    int released;           /* ... done */
     /* what an authenticated peer may speak for */
     uint32_t *owner;        /* per slot: the node that reported it (no map: first claim) */
     uint8_t (*nonces)[DDL_AUTH_NONCE]; /* the last NONCE_MEMORY nonces seen in PEER_AUTH */
@@ -268,7 +278,12 @@ void handle_roster(agent_t *a, const ddl_msg_t *m);
 void takeover(agent_t *a); /* may block: about 2 x (node timeout + 1 s) per round */
 void finish_takeover(agent_t *a);
 int restarted(agent_t *a);                               /* --rejoin: ask to be taken back */
-void rejoin(agent_t *a);                                 /* ask the old leader again */
+void rejoin(agent_t *a);
+/* revive.c */
+void revive_init(agent_t *a);      /* under Slurm: the step's command, for lost nodes */
+void revive_free(agent_t *a);
+int64_t revive_check(agent_t *a);  /* srun for lost nodes; when to look again (0: no need) */
+int revive_release(agent_t *a);    /* at the end: 1 once this agent may exit */                                 /* ask the old leader again */
 int retired(const agent_t *a, uint32_t node);            /* back too often: never given ranks */
 
 /* exchange.c */

@@ -120,6 +120,7 @@ void apply_generation(agent_t *a, const ddl_msg_t *m)
         a->nexited = 0;
     } else {
         a->final = 1;
+        a->final_at = ddl_now_ms();
         ag_fail(a, ECANCELED, "the step is stopping");
     }
     if (g->action != DDL_GEN_FINISH)

@@ -88,7 +88,8 @@ static long rank = -1;
 static uint32_t cur_gen;             /* the worker's generation */
 static char beat_path[PATH_MAX];     /* Slurm: the first worker's heartbeat FIFO, "" none */
 static char hang_text[400];          /* the last hang report, for the agent */
-static int node_mode;                /* --node: ddlrun's task */
+static int node_mode;                /* --node: ddlrun's task (and --rejoin) */
+static int rejoin_mode;              /* --rejoin: a task on a node restarted after a loss */
 static pid_t launch_parent;          /* slurmstepd or ddlrun; it changes when it dies */
 static int stop_asked;               /* a stop signal was passed on to the agent */
 static ddl_spawn_t node_spawn;       /* --node: how to start the worker */
@@ -853,7 +854,7 @@ static int restart(sup_t *s, beats_t *b)
     if (p[1] >= 0)
         set[k++] = fdtext;
     snprintf(mtext, sizeof mtext, "MASTER_ADDR=%s", world.b.master_addr);
-    if (!node_mode && !getenv("MASTER_ADDR") && world.b.master_addr[0])
+    if ((!node_mode || rejoin_mode) && !getenv("MASTER_ADDR") && world.b.master_addr[0])
         set[k++] = mtext;
     /* under Slurm, the step and its agent whatever the recorded environment
      * holds (a restarted worker once lacked DDL_AGENT_SOCK: its predecessor
@@ -1233,8 +1234,11 @@ int main(int argc, char **argv)
         printf("ddl-launch %s\n", DDL_VERSION_STRING);
         return 0;
     }
-    int slurm = argc == 4 && strcmp(argv[1], "--slurm") == 0;
+    /* --slurm PID FD [-- the step's command, for agent/revive.c] */
+    int slurm = argc >= 4 && strcmp(argv[1], "--slurm") == 0 &&
+                (argc == 4 || strcmp(argv[4], "--") == 0);
     int node = argc > 2 && strcmp(argv[1], "--node") == 0;
+    int rejoin = argc > 2 && strcmp(argv[1], "--rejoin") == 0;
     pid_t agent = 0;
     int idle = 0; /* a spare's task: its worker waits */
     long efd_arg;
@@ -1244,15 +1248,16 @@ int main(int argc, char **argv)
             close_range(3, (unsigned)efd_arg - 1, 0);
         close_range((unsigned)efd_arg + 1, ~0U, 0);
     }
-    if (slurm || node)
+    if (slurm || node || rejoin)
         open_step_log(slurm);
     if (argc > 1 && strcmp(argv[1], "--") == 0)
         first = 2;
-    if (node)
+    if (node || rejoin)
         first = strcmp(argv[2], "--") == 0 ? 3 : 2;
     if (!slurm && (first >= argc || (first == 1 && argv[1][0] == '-'))) {
-        fprintf(stderr, "usage: ddl-launch [--node] [--] PROG [ARGS...]\n"
-                        "(the per-rank supervisor; started by ddlrun or the ddl SPANK plugin)\n");
+        fprintf(stderr, "usage: ddl-launch [--node | --rejoin] [--] PROG [ARGS...]\n"
+                        "(the per-rank supervisor; started by ddlrun, the ddl SPANK plugin or a "
+                        "leader agent)\n");
         return 2;
     }
     ddl_error_t eerr;
@@ -1263,7 +1268,7 @@ int main(int argc, char **argv)
         return 2;
     }
     long hang_s; /* srun --ddl-hang-timeout, ddl.conf (checked by the plugin) */
-    if (slurm && !hang_ms_set && ddl_env_long(DDLENV_DDL_HANG_TIMEOUT_S, &hang_s, &eerr) > 0)
+    if ((slurm || rejoin) && !hang_ms_set && ddl_env_long(DDLENV_DDL_HANG_TIMEOUT_S, &hang_s, &eerr) > 0)
         beats.timeout_ms = hang_s * 1000;
     long strag_pct; /* the agents' straggler detection needs the heartbeats' timing */
     if (ddl_env_long(DDLENV_DDL_STRAGGLER_PCT, &strag_pct, &eerr) < 0) {
@@ -1310,9 +1315,24 @@ int main(int argc, char **argv)
         }
         goto supervise;
     }
-    if (node) {
-        if (node_start(argv + first, &idle) < 0)
+    if (rejoin) { /* a node restarted after a loss: its agent, then as --node */
+        ddl_slurm_boot_t b;
+        if (ddl_rejoin_boot(&b, &eerr) < 0) {
+            ddl_error("task %s: %s", getenv("SLURM_LOCALID") ? getenv("SLURM_LOCALID") : "?",
+                      eerr.text);
             return 1;
+        }
+        agent = b.agent;
+        rejoin_mode = node = 1;
+    }
+    if (node) {
+        if (node_start(argv + first, &idle) < 0) {
+            if (agent > 0) {
+                kill(agent, SIGINT);
+                waitpid(agent, NULL, 0);
+            }
+            return 1;
+        }
         wpid = 0;
         goto supervise;
     }

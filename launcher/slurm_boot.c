@@ -9,7 +9,10 @@
  * at most DDL_BOOTSTRAP_TIMEOUT (fence_wait).  The node's first task
  * (SLURM_LOCALID 0) starts the node's ddl-agent as its own child, so that
  * Slurm tracks and kills it with the step; the secret reaches the agent
- * through a pipe, never a command line.
+ * through a pipe, never a command line.  ddl_rejoin_boot is the bootstrap of
+ * a task that a leader agent starts on a node restarted after a loss: no
+ * PMIx, the identity from the leader's variables, the secret on standard
+ * input.
  */
 #include "config.h"
 
@@ -36,6 +39,7 @@
 
 #define SLURM_HINT "ddl-launch --slurm runs only as a task of a Slurm step started with --ddl"
 #define NODE_HINT "ddl-launch --node runs only as a task of ddlrun --emulate"
+#define REJOIN_HINT "ddl-launch --rejoin runs only as a task of the step that a leader agent starts on a node restarted after a loss"
 
 static int env_long(const char *name, const char *alt, long min, long max, long *out,
                     const char *hint, ddl_error_t *err)
@@ -134,6 +138,133 @@ static int read_identity(ddl_slurm_boot_t *b, ddl_error_t *err)
         return -1;
     snprintf(b->sock, sizeof b->sock, "%s/step-%s.sock", dir, b->step);
     return 0;
+}
+
+/* spawn_agent: the node's agent for b's step with a's topology (local
+ * ranks; leader socket, leader address or the addresses to ask for a
+ * rejoin) and the recovery settings the plugin exported (--ddl-restarts,
+ * ddl.conf), its name the Slurm node's; the secret through a pipe, never a
+ * command line.  Waits until it listens (b->agent).  0, or -1 with err. */
+static int spawn_agent(ddl_slurm_boot_t *b, ddl_agent_args_t *a, const char *secret,
+                       ddl_error_t *err)
+{
+    char path[PATH_MAX];
+    int sp[2];
+    if (ddl_find_helper("ddl-agent", "agent", DDL_BINDIR, path, sizeof path, err) < 0)
+        return -1;
+    a->socket = b->sock;
+    a->step = b->step;
+    a->size = (uint32_t)b->size;
+    a->node_id = (uint32_t)b->node_id;
+    a->nnodes = (uint32_t)b->nnodes;
+    a->parent = (int)getpid();
+    a->exit_when_done = 1;
+    a->supervise = 1;
+    const char *name = getenv("SLURMD_NODENAME"); /* what srun -w takes */
+    if (name && *name && strlen(name) <= 63 && !strpbrk(name, " \t\n\"\\"))
+        a->host = name;
+    long restarts, loop, timeout_s;
+    if (ddl_env_long(DDLENV_DDL_RESTARTS, &restarts, err) < 0 ||
+        ddl_env_long(DDLENV_DDL_CRASH_LOOP, &loop, err) < 0 ||
+        ddl_env_long(DDLENV_DDL_NODE_TIMEOUT_S, &timeout_s, err) < 0) /* whole seconds */
+        return -1;
+    a->restarts = (uint32_t)restarts;
+    a->crash_loop = (uint32_t)loop;
+    a->node_timeout_ms = (int)timeout_s * 1000;
+    a->spares = (uint32_t)b->spares;
+    a->min_nodes = (uint32_t)b->min_nodes;
+    if (pipe2(sp, O_CLOEXEC) < 0)
+        return ddl_errprintf(err, "pipe: %s", strerror(errno));
+    a->secret_fd = sp[0];
+    ddl_agent_argv_t av;
+    /* 64 bytes fit in any pipe: write before the agent reads */
+    if (ddl_agent_argv_build(a, &av, err) < 0 ||
+        (ddl_write_full(sp[1], secret, strlen(secret)) < 0 &&
+         ddl_errprintf(err, "cannot pass the secret to the agent: %s", strerror(errno)))) {
+        close(sp[0]);
+        close(sp[1]);
+        return -1;
+    }
+    close(sp[1]);
+    int keep[2] = {sp[0], a->tcp_fd};
+    b->agent = ddl_spawn_ready(path, av.argv, keep, a->tcp_fd >= 0 ? 2 : 1, 0, 40000, err);
+    close(sp[0]);
+    return b->agent < 0 ? -1 : 0;
+}
+
+/* read_stdin_secret: the step's secret, the first line of standard input
+ * (the leader's srun passes it to the first task only). */
+static int read_stdin_secret(char *buf, size_t len, ddl_error_t *err)
+{
+    size_t got = 0;
+    ssize_t n;
+    while (got < len - 1 && (n = read(STDIN_FILENO, buf + got, len - 1 - got)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return ddl_errprintf(err, "cannot read the step's secret on standard input: %s",
+                                 strerror(errno));
+        got += (size_t)n;
+        if (memchr(buf, '\n', got))
+            break;
+    }
+    buf[got] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    if (strlen(buf) < 16) {
+        errno = EINVAL;
+        return ddl_errprintf(err, "no step secret on standard input (ddl-launch --rejoin is "
+                             "started by the step's leader agent)");
+    }
+    return 0;
+}
+
+int ddl_rejoin_boot(ddl_slurm_boot_t *b, ddl_error_t *err)
+{
+    const char *h = REJOIN_HINT, *step = getenv("DDL_STEP_ID"), *list = getenv("DDL_REJOIN");
+    long ntasks;
+    memset(b, 0, sizeof *b);
+    if (!step || !*step || strlen(step) >= sizeof b->step || !list || !*list) {
+        errno = EINVAL;
+        return ddl_errprintf(err, "DDL_STEP_ID or DDL_REJOIN is missing or too long: %s", h);
+    }
+    snprintf(b->step, sizeof b->step, "%s", step);
+    if (env_long("DDL_NNODES", NULL, 2, DDL_MAX_NODES, &b->nnodes, h, err) < 0 ||
+        env_long("DDL_NODE_ID", NULL, 0, b->nnodes - 1, &b->node_id, h, err) < 0 ||
+        env_long("DDL_LOCAL_SIZE", NULL, 1, DDL_MAX_RANKS, &b->local_size, h, err) < 0 ||
+        env_long("DDL_SIZE", NULL, b->nnodes * b->local_size, b->nnodes * b->local_size,
+                 &b->size, h, err) < 0 ||
+        env_long("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", b->local_size, b->local_size, &ntasks,
+                 h, err) < 0 ||
+        env_long("SLURM_LOCALID", NULL, 0, b->local_size - 1, &b->local_rank, h, err) < 0 ||
+        ddl_env_long(DDLENV_DDL_SPARES, &b->spares, err) < 0 ||
+        ddl_env_long(DDLENV_DDL_MIN_NODES, &b->min_nodes, err) < 0 || check_recovery(b, err) < 0)
+        return -1;
+    b->rank = b->node_id * b->local_size + b->local_rank;
+    b->restarted = 1;
+    char dir[PATH_MAX - 128], v[32];
+    if (ddl_runtime_dir(getuid(), 1, dir, sizeof dir, err) < 0)
+        return -1;
+    snprintf(b->sock, sizeof b->sock, "%s/step-%s.sock", dir, b->step);
+    /* ddl-launch --node reads the task's identity back from these */
+    snprintf(v, sizeof v, "%ld", b->rank);
+    setenv("DDL_RANK", v, 1);
+    snprintf(v, sizeof v, "%ld", b->local_rank);
+    setenv("DDL_LOCAL_RANK", v, 1);
+    setenv("DDL_AGENT_SOCK", b->sock, 1);
+    setenv("DDL_NODE_RESTARTED", "1", 1);
+    if (b->local_rank)
+        return 0;
+    char secret[160], local[4096];
+    size_t used = 0;
+    for (long i = 0; i < b->local_size && used < sizeof local - 24; i++)
+        used += (size_t)snprintf(local + used, sizeof local - used, "%s%ld", i ? "," : "",
+                                 b->node_id * b->local_size + i);
+    ddl_agent_args_t a = DDL_AGENT_ARGS_INIT;
+    a.local_ranks = local;
+    a.rejoin = list;
+    int rc = read_stdin_secret(secret, sizeof secret, err) < 0 ? -1 : spawn_agent(b, &a, secret, err);
+    memset(secret, 0, sizeof secret);
+    return rc;
 }
 
 #ifdef HAVE_PMIX
@@ -336,52 +467,13 @@ out:
 /* start_agent: the node's first task starts the node's agent. */
 static int start_agent(ddl_slurm_boot_t *b, boot_pmix_t *p, ddl_error_t *err)
 {
-    char path[PATH_MAX];
-    int sp[2];
-    if (ddl_find_helper("ddl-agent", "agent", DDL_BINDIR, path, sizeof path, err) < 0)
-        return -1;
     ddl_agent_args_t a = DDL_AGENT_ARGS_INIT;
     int leader = p->leader_fd >= 0;
-    a.socket = b->sock;
-    a.step = b->step;
-    a.size = (uint32_t)b->size;
-    a.node_id = (uint32_t)b->node_id;
-    a.nnodes = (uint32_t)b->nnodes;
     a.local_ranks = p->peers;
     a.tcp_fd = leader ? p->leader_fd : -1;
     a.leader = leader ? NULL : p->leader;
-    a.parent = (int)getpid();
-    a.exit_when_done = 1;
-    a.supervise = 1;
-    /* recovery: the plugin's settings (--ddl-restarts, ddl.conf) */
-    long restarts, loop, timeout_s;
-    if (ddl_env_long(DDLENV_DDL_RESTARTS, &restarts, err) < 0 ||
-        ddl_env_long(DDLENV_DDL_CRASH_LOOP, &loop, err) < 0 ||
-        ddl_env_long(DDLENV_DDL_NODE_TIMEOUT_S, &timeout_s, err) < 0) /* whole seconds */
-        return -1;
-    a.restarts = (uint32_t)restarts;
-    a.crash_loop = (uint32_t)loop;
-    a.node_timeout_ms = (int)timeout_s * 1000;
-    a.spares = (uint32_t)b->spares;
-    a.min_nodes = (uint32_t)b->min_nodes;
-    if (pipe2(sp, O_CLOEXEC) < 0)
-        return ddl_errprintf(err, "pipe: %s", strerror(errno));
-    a.secret_fd = sp[0];
-    ddl_agent_argv_t av;
-    /* 64 bytes fit in any pipe: write before the agent reads */
-    if (ddl_agent_argv_build(&a, &av, err) < 0 ||
-        (ddl_write_full(sp[1], p->secret, strlen(p->secret)) < 0 &&
-         ddl_errprintf(err, "cannot pass the secret to the agent: %s", strerror(errno)))) {
-        close(sp[0]);
-        close(sp[1]);
-        return -1;
-    }
-    close(sp[1]);
-    int keep[2] = {sp[0], p->leader_fd};
     /* others connect to the leader and retry for up to 30 s */
-    b->agent = ddl_spawn_ready(path, av.argv, keep, leader ? 2 : 1, 0, 40000, err);
-    close(sp[0]);
-    return b->agent < 0 ? -1 : 0;
+    return spawn_agent(b, &a, p->secret, err);
 }
 
 int ddl_slurm_boot(ddl_slurm_boot_t *b, ddl_error_t *err)

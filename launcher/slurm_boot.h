@@ -51,4 +51,17 @@ int ddl_slurm_boot(ddl_slurm_boot_t *b, ddl_error_t *err);
  * equal nodes). */
 int ddl_node_boot(ddl_slurm_boot_t *b, ddl_error_t *err);
 
+/* ddl_rejoin_boot: the identity of a task of the step that a leader agent
+ * starts on a node restarted after a loss (ddl-launch --rejoin, see
+ * agent/revive.c), from the variables the leader sets: DDL_STEP_ID (the
+ * step the node was lost from), DDL_NODE_ID, DDL_NNODES, DDL_SIZE,
+ * DDL_LOCAL_SIZE, DDL_SPARES, DDL_MIN_NODES, DDL_REJOIN (the agents'
+ * addresses), and the task's SLURM_LOCALID.  It sets DDL_RANK,
+ * DDL_LOCAL_RANK, DDL_AGENT_SOCK and DDL_NODE_RESTARTED for
+ * ddl_node_boot, which reads them back.  The node's first task reads the
+ * step's secret from standard input and starts the node's agent, which
+ * asks the step's agents to take the node back (b->agent).  0, or -1 with
+ * the reason in err. */
+int ddl_rejoin_boot(ddl_slurm_boot_t *b, ddl_error_t *err);
+
 #endif

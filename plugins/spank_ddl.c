@@ -10,7 +10,7 @@
  * waits for its environment from the supervisor, drops PMIX_* and returns
  * to Slurm, which runs the user's program in it; the parent, still the
  * task slurmstepd tracks, execs ddl-launch (same pid) with the job's
- * environment.  The tasks also get ddl.conf's log level (DDL_LOG_LEVEL;
+ * environment and, after "--", the step's command (for agent/revive.c).  The tasks also get ddl.conf's log level (DDL_LOG_LEVEL;
  * debug with --ddl-verbose; the user's own wins), ucx_tls (UCX_TLS unless
  * the user set it), log_dir (DDL_LOG_DIR=log_dir/UID) and metrics_dir
  * (DDL_METRICS_DIR).  task_init runs as the user; before it, as root,
@@ -366,7 +366,20 @@ static int wrap_task(spank_t sp)
     char spid[16], sfd[16];
     snprintf(spid, sizeof spid, "%d", (int)pid);
     snprintf(sfd, sizeof sfd, "%d", p[1]);
-    char *argv[] = {"ddl-launch", "--slurm", spid, sfd, NULL};
+    /* after "--", the step's command: the leader agent starts it again on a
+     * node that restarted (ddl-launch --rejoin); passed as is, never to a
+     * shell */
+    int jargc = 0;
+    char **jargv = NULL, *fixed[] = {"ddl-launch", "--slurm", spid, sfd, NULL};
+    char **argv = fixed;
+    if (spank_get_item(sp, S_JOB_ARGV, &jargc, &jargv) == ESPANK_SUCCESS && jargc > 0 && jargv &&
+        (argv = calloc((size_t)jargc + 6, sizeof *argv))) {
+        memcpy(argv, fixed, 4 * sizeof *argv);
+        argv[4] = "--";
+        memcpy(argv + 5, jargv, (size_t)jargc * sizeof *argv);
+    } else {
+        argv = fixed;
+    }
     execve(ddl_launch_path, argv, env);
     slurm_error("ddl: cannot execute %s: %m", ddl_launch_path);
     kill(pid, SIGKILL);

@@ -551,6 +551,19 @@ t_run 10 env -u DDL_SIZE "$DDL_LAUNCH" --node true
 t_is $? 1 "ddl-launch --node outside ddlrun --emulate (no DDL_SIZE): exit 1"
 t_like "$T_TMP/err" "DDL_SIZE is not set: ddl-launch --node runs only as a task of ddlrun --emulate" \
     "... saying where it runs"
+t_run 10 env -u DDL_STEP_ID "$DDL_LAUNCH" --rejoin true
+t_is $? 1 "ddl-launch --rejoin outside a step started by a leader agent (no DDL_STEP_ID): exit 1"
+t_like "$T_TMP/err" "DDL_STEP_ID or DDL_REJOIN is missing or too long: ddl-launch --rejoin runs only as a task of the step that a leader agent starts on a node restarted after a loss" \
+    "... saying where it runs"
+t_run 10 env DDL_STEP_ID=5.0 DDL_REJOIN=127.0.0.1:9,, DDL_NODE_ID=1 DDL_NNODES=3 DDL_SIZE=6 \
+    DDL_LOCAL_SIZE=2 SLURM_STEP_NUM_TASKS=2 SLURM_LOCALID=0 DDL_MIN_NODES=1 \
+    DDL_RUNTIME_DIR="$T_TMP" "$DDL_LAUNCH" --rejoin true </dev/null
+t_is $? 1 "ddl-launch --rejoin without the step's secret on standard input: exit 1"
+t_like "$T_TMP/err" "no step secret on standard input" "... saying so"
+t_run 10 env DDL_STEP_ID=5.0 DDL_REJOIN=127.0.0.1:9,, DDL_NODE_ID=1 DDL_NNODES=3 DDL_SIZE=6 \
+    DDL_LOCAL_SIZE=2 SLURM_STEP_NUM_TASKS=3 SLURM_LOCALID=0 "$DDL_LAUNCH" --rejoin true
+t_is $? 1 "ddl-launch --rejoin in a step of 3 tasks for a node of 2: exit 1"
+t_like "$T_TMP/err" "SLURM_STEP_NUM_TASKS='3' is not a number in 2-2" "... naming the variable and the range"
 t_run 10 "$DDL_AGENT" serve --socket "$T_TMP/x.sock" --step s --size 1 --host 'node 1'
 t_is $? 2 "ddl-agent serve --host 'node 1': exit 2"
 t_like "$T_TMP/err" "--host: 'node 1' is not a node name \(1-63 characters, no blanks or quotes\)" \

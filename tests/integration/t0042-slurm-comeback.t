@@ -9,8 +9,16 @@
 # 6-rank step resumed from a copy of that checkpoint, bit for bit (the data
 # over TCP and the ring allreduce).  Then the same twice with
 # DDL_NODE_RETAKES=1: the second return is linked but never given ranks, and
-# the step ends on 4 ranks.  Skips like t0015 (root, Slurm, plugin,
-# fmnist and its data).
+# the step ends on 4 ranks.  Then a node that restarts: n3 crashes (every
+# process killed, its link down) and its slurmd starts again a second later;
+# the world shrinks; the leader starts n3's part of the step again there
+# (a new step of the job, srun --overlap, running ddl-launch --rejoin), whose
+# agent asks to be taken back; the world grows back, with the weights of the
+# same plain step; at the end n3's new agent cancels the first step, whose
+# srun would otherwise wait for n3's lost tasks, and srun exits 0.  And n3
+# restarting twice with DDL_NODE_RETAKES=1: started again both times, taken
+# back once, the second time linked but never given ranks.  Skips like t0015
+# (root, Slurm, plugin, fmnist and its data).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 . "$top_srcdir/tests/slurm/lib-cluster.sh"
 DATA=${DDL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
@@ -85,6 +93,68 @@ t_is "$(leader "the world grows back to" twice)" 1 "... the world grew back once
 t_like "$T_TMP/twice.err" "node 2 \(n3\) came back after a loss, 2 times: more than DDL_NODE_RETAKES=1, so it is linked but never given ranks again" \
     "... the second return is linked, never given ranks"
 t_is "$(t_checksums "$T_TMP/twice.out" | cut -d' ' -f1)" 4 "... the step ends on 4 ranks, which agree"
+
+# --- n3 crashes and restarts: started again by the leader, taken back -----------------
+# reboot NAME TIMES [SRUN-OPTIONS]: train NAME (--limit LIMIT); TIMES times:
+# crash n3, start its slurmd again a second later, and wait until the world
+# has grown back onto it or it is linked without ranks; srun's status.
+reboot() {
+    name=$1 times=$2
+    shift 2
+    ck="$CK-$name"
+    # shellcheck disable=SC2086 # ARGS: several words
+    DDL_LOG_LEVEL=info timeout -k 5 240 srun --mpi=pmix -N3 --ntasks-per-node=2 --ddl \
+        --ddl-min-nodes=2 --no-kill --ddl-checkpoint-dir="$ck" -J "$T_TOKEN" "$@" \
+        "$FMNIST" $ARGS --limit "$LIMIT" --checkpoint-dir "$ck" >"$T_TMP/$name.out" \
+        2>"$T_TMP/$name.err" &
+    run=$!
+    t_wait_file "$ck/latest" 90
+    k=0
+    while [ $((k += 1)) -le "$times" ]; do
+        cl_crash n3
+        sleep 1
+        sh "$CLUSTER" reboot "$CL_DIR" n3 >/dev/null 2>&1
+        i=0
+        while [ $((i += 1)) -lt 600 ] &&
+            [ "$(leader "\(the world grows back to\|never given ranks\)" "$name")" -lt $k ]; do
+            sleep 0.1
+        done
+    done
+    wait $run
+}
+LIMIT=20000
+reboot restart 1 --ddl-restarts=2
+t_status $? 0 "n3 crashed and restarted after the first checkpoint: srun exits 0" "$T_TMP/restart.err"
+t_like "$T_TMP/restart.err" "node 2 \(n3\): its agent closed its link \[node-lost\]; restart 1 of 2: generation 1 \(shrunk to 2 nodes, 4 ranks" \
+    "... the world shrinks without n3"
+t_like "$T_TMP/restart.err" "generation 1: node 2 \(n3\) is lost: starting its part of the step again there, in case it restarted \(srun --jobid=[0-9]+ --overlap -w n3, pid [0-9]+, try [0-9]+\)" \
+    "... the leader starts n3's part of the step again with srun"
+t_like "$T_TMP/restart.err" "node 2 restarted after a loss: it asks the step's agents to take it back" \
+    "... n3's new agent asks to be taken back"
+t_like "$T_TMP/restart.err" "generation 1: node 2 \(n3\) came back after a loss: taken back as a spare \(1 of DDL_NODE_RETAKES=2\)" \
+    "... the leader takes it back as a spare"
+t_like "$T_TMP/restart.err" "generation 1: the world grows back to 3 nodes, 6 ranks \(node 2 \(n3\) taken back\): generation 2 resumes from the checkpoint of step [0-9]+" \
+    "... the world grows back at the next checkpoint"
+t_like "$T_TMP/restart.err" "node 2: the step ended; cancelling Slurm step [0-9]+\.0, whose srun still waits for this node's tasks from before its restart" \
+    "... at the end n3's new agent releases the first step"
+t_is "$(t_checksums "$T_TMP/restart.out" | cut -d' ' -f1)" 6 "... the step ends on 6 ranks, which agree"
+ARGS="$ARGS --limit $LIMIT" cl_grown_ref "$T_TMP/restart.err" "$ck" "$CK-rref"
+t_is "$(t_checksums "$T_TMP/restart.out")" "$(t_checksums "$T_TMP/ref.out")" \
+    "... with the weights of the step that grew back, bit for bit"
+cl_clean "restart: no fmnist-train, ddl-launch or ddl-agent left on the nodes"
+
+LIMIT=30000
+export DDL_NODE_RETAKES=1
+reboot restart2 2 --ddl-restarts=3
+rc=$?
+unset DDL_NODE_RETAKES
+t_status $rc 0 "n3 crashed and restarted twice, DDL_NODE_RETAKES=1: srun exits 0" "$T_TMP/restart2.err"
+t_is "$(grep -c "is lost: starting its part of the step again there" "$T_TMP/restart2.err")" 2 \
+    "... the leader started n3's part again after each loss"
+t_is "$(leader "the world grows back to" restart2)" 1 "... the world grew back once"
+t_like "$T_TMP/restart2.err" "node 2 \(n3\) came back after a loss, 2 times: more than DDL_NODE_RETAKES=1, so it is linked but never given ranks again" \
+    "... the second return is linked, never given ranks"
+t_is "$(t_checksums "$T_TMP/restart2.out" | cut -d' ' -f1)" 4 "... the step ends on 4 ranks, which agree"
 
 cl_clean "no fmnist-train, ddl-launch or ddl-agent left on the nodes"
 t_done
