@@ -401,16 +401,21 @@ t_like "$T_TMP/back.err" "generation 1: the world grows back to 2 nodes, 4 ranks
 t_is "$(crc back | cut -d' ' -f1)" 4 "... the run ends on 4 ranks, which agree"
 t_is "$(leader "restart [0-9] of 2" back)" 1 "... growing spent no restart of the budget"
 [ "$(leader "restart [0-9] of 2" back)" = 1 ] || t_diag "$(grep "restart [0-9] of 2" "$T_TMP/back.err")"
-# the same world from the grow's checkpoint on, without a failure: a plain
-# 4-rank run resumed from a copy of that checkpoint
-s=$(sed -n 's/.*the world grows back.*resumes from the checkpoint of step \([0-9]*\)$/\1/p' "$T_TMP/back.err" | head -n 1)
-mkdir -p "$T_TMP/ck-grown"
-cp -r "$T_TMP/ck-back/step-$(printf %08d "${s:-0}")" "$T_TMP/ck-grown/" 2>/dev/null
-echo "${s:-0}" >"$T_TMP/ck-grown/latest"
-# shellcheck disable=SC2086
-t_run 200 "$DDLRUN" -n 4 --nodes 2 "$FMNIST" $ARGS --checkpoint-dir "$T_TMP/ck-grown"
-t_is $? 0 "... a plain 4-rank run resumed from the grow's checkpoint (step ${s:-?}): exits 0"
-t_is "$(t_checksums "$T_TMP/out")" "$(crc back)" "... with the same weights, bit for bit"
+# grown NAME N K: the same world from the grow's checkpoint on, without a
+# failure: a plain run of N ranks on K nodes resumed from a copy of that
+# checkpoint of NAME ends with NAME's weights (two test points)
+grown() {
+    s=$(sed -n 's/.*the world grows back.*resumes from the checkpoint of step \([0-9]*\)$/\1/p' "$T_TMP/$1.err" | head -n 1)
+    rm -rf "$T_TMP/ck-grown"
+    mkdir -p "$T_TMP/ck-grown"
+    cp -r "$T_TMP/ck-$1/step-$(printf %08d "${s:-0}")" "$T_TMP/ck-grown/" 2>/dev/null
+    echo "${s:-0}" >"$T_TMP/ck-grown/latest"
+    # shellcheck disable=SC2086
+    t_run 200 "$DDLRUN" -n "$2" --nodes "$3" "$FMNIST" $ARGS --checkpoint-dir "$T_TMP/ck-grown"
+    t_is $? 0 "... a plain $2-rank run resumed from the grow's checkpoint (step ${s:-?}): exits 0"
+    t_is "$(t_checksums "$T_TMP/out")" "$(crc "$1")" "... with the same weights, bit for bit"
+}
+grown back 4 2
 clean comeback
 
 export DDL_NODE_RETAKES=1
@@ -520,15 +525,7 @@ t_like "$T_TMP/restart.err" "task [23]: the spare takes rank [45] of 6 \(generat
     "... node1's new tasks take ranks 4 and 5"
 t_is "$(crc restart | cut -d' ' -f1)" 6 "... the run ends on 6 ranks, which agree"
 t_is "$(leader "restart [0-9] of 4" restart)" 1 "... growing spent no restart of the budget"
-s=$(sed -n 's/.*the world grows back.*resumes from the checkpoint of step \([0-9]*\)$/\1/p' "$T_TMP/restart.err" | head -n 1)
-rm -rf "$T_TMP/ck-grown"
-mkdir -p "$T_TMP/ck-grown"
-cp -r "$T_TMP/ck-restart/step-$(printf %08d "${s:-0}")" "$T_TMP/ck-grown/" 2>/dev/null
-echo "${s:-0}" >"$T_TMP/ck-grown/latest"
-# shellcheck disable=SC2086
-t_run 200 "$DDLRUN" -n 6 --nodes 3 "$FMNIST" $ARGS --checkpoint-dir "$T_TMP/ck-grown"
-t_is $? 0 "... a plain 6-rank run resumed from the grow's checkpoint (step ${s:-?}): exits 0"
-t_is "$(t_checksums "$T_TMP/out")" "$(crc restart)" "... with the same weights, bit for bit"
+grown restart 6 3
 clean restart
 
 export DDL_NODE_RETAKES=1
