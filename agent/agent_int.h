@@ -208,6 +208,8 @@ struct agent {
     char **revive_argv;     /* the step's command, NULL-terminated */
     char revive_launch[PATH_MAX]; /* ddl-launch */
     char revive_job[32];    /* SLURM_JOB_ID */
+    int64_t revive_scan_at; /* the next look at the lost nodes */
+    int64_t revive_wake;    /* what that look needs a wake-up for, 0: nothing */
     int64_t final_at;       /* when the stop or finish was decided */
     int64_t release_at;     /* --rejoin: cancel the step this node was lost from then */
     int released;           /* ... done */

@@ -260,8 +260,8 @@ void members_now(agent_t *a)
 /* wait_to_rejoin: this node holds no rank in a generation of its own
  * (never sent to anyone: a leader taking it back renumbers it), its tasks
  * wait as a spare's, and it asks the other nodes to take it back (ask_back,
- * links.c) for DDL_CUT_OFF_WAIT_S seconds.  A leader first steps down.  The first round of asks comes after first_ask_ms.
- * 0, or -1 (out of memory). */
+ * links.c) for DDL_CUT_OFF_WAIT_S seconds, the first round after
+ * first_ask_ms.  A leader first steps down.  0, or -1 (out of memory). */
 static int wait_to_rejoin(agent_t *a, const char *cause, int first_ask_ms)
 {
     const ddl_agent_opts_t *o = a->opts;

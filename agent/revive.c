@@ -53,6 +53,7 @@
 #define REVIVE_WAIT_MS 60000      /* an srun whose node is not back by then is stopped */
 #define REVIVE_GIVE_UP_MS 600000  /* no more tries this long after the loss */
 #define REVIVE_KILL_MS 10000     /* SIGKILL to an srun this long after its SIGTERM */
+#define REVIVE_SCAN_MS 1000      /* the leader looks at its lost nodes this often */
 #define REVIVE_RELEASE_MS 2000    /* the old step cancelled this long after the leader left */
 
 struct revive {
@@ -62,6 +63,7 @@ struct revive {
     int64_t stop_at; /* SIGTERM to the srun then (not back); after it, SIGKILL then */
     int sig;         /* the signal sent to it, 0: none */
     int linked;      /* its node came back since it started: it runs the node's part */
+    uint32_t back0;  /* the node's retake count when it started */
     uint32_t tries;
     int gave_up;
 };
@@ -157,18 +159,18 @@ static int spawn(agent_t *a, uint32_t n)
     while (a->revive_argv[ncmd])
         ncmd++;
     char **env = calloc(nenv + 12, sizeof *env), **argv = calloc(ncmd + 16, sizeof *argv);
-    char *list = malloc(len + 16), vars[9][96], opt[5][160];
+    char *rejoin = malloc(len + 16), vars[9][96], opt[5][160];
     int p[2] = {-1, -1}, rc = -1;
-    if (!env || !argv || !list) {
+    if (!env || !argv || !rejoin) {
         ddl_error("node %u: out of memory to start it again", n);
         goto out;
     }
-    size_t k = 0, used = 0;
+    size_t k = 0, used = (size_t)sprintf(rejoin, "DDL_REJOIN=");
     for (size_t i = 0; i < nenv; i++)
         if (env_keep(environ[i]))
             env[k++] = environ[i];
     for (uint32_t j = 0; j < o->nnodes; j++) /* where every agent listens; none for n */
-        used += (size_t)snprintf(list + used, len + 16 - used, "%s%s", j ? "," : "",
+        used += (size_t)snprintf(rejoin + used, len + 16 - used, "%s%s", j ? "," : "",
                                  j == n ? "" : a->roster[j]);
     snprintf(vars[0], sizeof vars[0], "DDL_STEP_ID=%s", o->step);
     snprintf(vars[1], sizeof vars[1], "DDL_NODE_ID=%u", n);
@@ -180,10 +182,6 @@ static int spawn(agent_t *a, uint32_t n)
     snprintf(vars[7], sizeof vars[7], "DDL_NODE_RESTARTED=1");
     for (int i = 0; i < 8; i++)
         env[k++] = vars[i];
-    char *rejoin = malloc(used + 12);
-    if (!rejoin)
-        goto out;
-    sprintf(rejoin, "DDL_REJOIN=%s", list);
     env[k++] = rejoin;
     env[k] = NULL;
     snprintf(opt[0], sizeof opt[0], "--jobid=%s", a->revive_job);
@@ -209,7 +207,6 @@ static int spawn(agent_t *a, uint32_t n)
     argv[k] = NULL;
     if (pipe2(p, O_CLOEXEC) < 0) {
         ddl_error("node %u: pipe: %m", n);
-        free(rejoin);
         goto out;
     }
     pid_t pid = fork();
@@ -222,7 +219,6 @@ static int spawn(agent_t *a, uint32_t n)
         fprintf(stderr, "ddl-agent: cannot execute srun: %s\n", strerror(errno));
         _exit(127);
     }
-    free(rejoin);
     if (pid < 0) {
         ddl_error("node %u: fork: %m", n);
         goto out;
@@ -234,6 +230,7 @@ static int spawn(agent_t *a, uint32_t n)
         ddl_write_full(p[1], "\n", 1) < 0)
         ddl_warn("node %u: cannot pass the step's secret to srun: %m", n);
     r->pid = pid;
+    r->back0 = a->retaken[n];
     r->tries++;
     r->stop_at = ddl_now_ms() + REVIVE_WAIT_MS;
     ddl_warn("generation %u: node %u (%s) is lost: starting its part of the step again there, "
@@ -246,7 +243,7 @@ out:
             close(p[i]);
     free(env);
     free(argv);
-    free(list);
+    free(rejoin);
     return rc;
 }
 
@@ -256,6 +253,10 @@ int64_t revive_check(agent_t *a)
     int64_t now = ddl_now_ms(), next = 0;
     if (!a->rv)
         return 0;
+    /* the leader's loop runs this every round: a look at every node once a
+     * second at most, or when a deadline it set has come */
+    if (now < a->revive_scan_at)
+        return a->revive_wake;
 #define WAKE(t) (next = !next || (t) < next ? (t) : next)
     for (uint32_t n = 0; n < o->nnodes; n++) {
         struct revive *r = &a->rv[n];
@@ -270,6 +271,9 @@ int64_t revive_check(agent_t *a)
             r->gave_up = 0;
             r->linked |= r->pid > 0; /* its srun now runs the node's part of the step */
         }
+        /* taken back since its srun started, and maybe lost again before
+         * this look (a look comes once a second): the retake count says so */
+        r->linked |= r->pid > 0 && a->retaken[n] != r->back0;
         if (r->pid > 0) {
             int st;
             char how[128];
@@ -297,6 +301,11 @@ int64_t revive_check(agent_t *a)
                         ddl_warn("node %u (%s): not back %d s after its srun started: stopping "
                                  "that srun (pid %d)", n, a->peers[n].host,
                                  REVIVE_WAIT_MS / 1000, (int)r->pid);
+                    if (r->linked) { /* a new loss: its own first try, its own clock */
+                        r->since = now;
+                        r->next = now + REVIVE_FIRST_MS;
+                        r->tries = 0;
+                    }
                     kill(r->pid, SIGTERM);
                     r->sig = SIGTERM;
                     r->stop_at = now + REVIVE_KILL_MS;
@@ -322,6 +331,8 @@ int64_t revive_check(agent_t *a)
         WAKE(r->pid > 0 ? now + 1000 : r->next);
     }
 #undef WAKE
+    a->revive_scan_at = next && next < now + REVIVE_SCAN_MS ? next : now + REVIVE_SCAN_MS;
+    a->revive_wake = next;
     return next;
 }
 

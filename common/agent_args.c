@@ -185,7 +185,7 @@ static int inval(ddl_error_t *err, const char *fmt, ...)
     return ddl_errprintf(err, "%s", text);
 }
 
-static int host_ok(const char *h)
+int ddl_agent_host_ok(const char *h)
 {
     return *h && strlen(h) <= 63 && !strpbrk(h, " \t\n\"\\");
 }
@@ -252,7 +252,7 @@ int ddl_agent_args_check(const ddl_agent_args_t *a, ddl_error_t *err)
                      "--local-ranks: '%s' is not a list of ranks like 0,1,2 (each "
                      "0-%d)",
                      a->local_ranks, DDL_MAX_RANKS - 1);
-    if (a->host && !host_ok(a->host))
+    if (a->host && !ddl_agent_host_ok(a->host))
         return inval(err,
                      "--host: '%s' is not a node name (1-63 characters, no blanks "
                      "or quotes)",

@@ -82,6 +82,10 @@ int ddl_agent_args_check(const ddl_agent_args_t *a, ddl_error_t *err);
  * 0, or -1 with errno and err.  Thread-safe. */
 int ddl_agent_argv_build(const ddl_agent_args_t *a, ddl_agent_argv_t *out, ddl_error_t *err);
 
+/* ddl_agent_host_ok: h is a node name --host takes (1-63 characters, no
+ * blanks or quotes).  Thread-safe. */
+int ddl_agent_host_ok(const char *h);
+
 /* ddl_agent_rejoin_addr: entry n (from 0) of a --rejoin list into out, ""
  * when empty.  0, or -1 with errno EINVAL (the list has no entry n, or it
  * does not fit len).  Thread-safe. */

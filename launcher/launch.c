@@ -1223,6 +1223,18 @@ static void open_step_log(int slurm)
         ddl_warn("step %s: no log file: %s", step, err.text);
 }
 
+/* start_failed: the task could not start: the agent it started, if any,
+ * ends with it (SIGINT: SIGTERM would ask a supervised agent to stop).
+ * Returns the task's exit status, 1. */
+static int start_failed(pid_t agent)
+{
+    if (agent > 0) {
+        kill(agent, SIGINT);
+        waitpid(agent, NULL, 0);
+    }
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     sigset_t mask, none;
@@ -1268,7 +1280,8 @@ int main(int argc, char **argv)
         return 2;
     }
     long hang_s; /* srun --ddl-hang-timeout, ddl.conf (checked by the plugin) */
-    if ((slurm || rejoin) && !hang_ms_set && ddl_env_long(DDLENV_DDL_HANG_TIMEOUT_S, &hang_s, &eerr) > 0)
+    if ((slurm || rejoin) && !hang_ms_set &&
+        ddl_env_long(DDLENV_DDL_HANG_TIMEOUT_S, &hang_s, &eerr) > 0)
         beats.timeout_ms = hang_s * 1000;
     long strag_pct; /* the agents' straggler detection needs the heartbeats' timing */
     if (ddl_env_long(DDLENV_DDL_STRAGGLER_PCT, &strag_pct, &eerr) < 0) {
@@ -1306,13 +1319,8 @@ int main(int argc, char **argv)
 
     pid_t wpid;
     if (slurm) {
-        if ((wpid = slurm_start(argv[2], argv[3], &agent, &idle)) < 0) {
-            if (agent > 0) { /* SIGINT: SIGTERM would ask a supervised agent to stop */
-                kill(agent, SIGINT);
-                waitpid(agent, NULL, 0);
-            }
-            return 1;
-        }
+        if ((wpid = slurm_start(argv[2], argv[3], &agent, &idle)) < 0)
+            return start_failed(agent);
         goto supervise;
     }
     if (rejoin) { /* a node restarted after a loss: its agent, then as --node */
@@ -1326,13 +1334,8 @@ int main(int argc, char **argv)
         rejoin_mode = node = 1;
     }
     if (node) {
-        if (node_start(argv + first, &idle) < 0) {
-            if (agent > 0) {
-                kill(agent, SIGINT);
-                waitpid(agent, NULL, 0);
-            }
-            return 1;
-        }
+        if (node_start(argv + first, &idle) < 0)
+            return start_failed(agent);
         wpid = 0;
         goto supervise;
     }

@@ -161,7 +161,7 @@ static int spawn_agent(ddl_slurm_boot_t *b, ddl_agent_args_t *a, const char *sec
     a->exit_when_done = 1;
     a->supervise = 1;
     const char *name = getenv("SLURMD_NODENAME"); /* what srun -w takes */
-    if (name && *name && strlen(name) <= 63 && !strpbrk(name, " \t\n\"\\"))
+    if (name && ddl_agent_host_ok(name))
         a->host = name;
     long restarts, loop, timeout_s;
     if (ddl_env_long(DDLENV_DDL_RESTARTS, &restarts, err) < 0 ||
