@@ -123,11 +123,21 @@ int ddl_spawn_capture(pid_t pid, ddl_spawn_t *sp, ddl_error_t *err)
     if (n < 0)
         return ddl_errprintf(err, "cannot read %s: %s", path, strerror(errno));
     sp->cwd[n] = '\0';
+    errno = 0;
     char *buf = read_all(pid, "cmdline", &len);
-    if (!buf || len == 0) {
+    if (buf && len == 0) {
+        /* caught inside execve: the new program's memory is in place, its
+         * arguments not yet (the kernel records where they are after it has
+         * switched /proc/PID/exe; since Linux 5.18 a program always has at
+         * least an empty argv[0]): read it again later */
         free(buf);
+        errno = EAGAIN;
+        return ddl_errprintf(err, "process %d is still being loaded (no arguments yet)",
+                             (int)pid);
+    }
+    if (!buf) {
         errno = errno ? errno : ESRCH;
-        return ddl_errprintf(err, "cannot read /proc/%d/cmdline", (int)pid);
+        return ddl_errprintf(err, "cannot read /proc/%d/cmdline: %s", (int)pid, strerror(errno));
     }
     sp->argv = split0(buf, len);
     free(buf);

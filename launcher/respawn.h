@@ -32,7 +32,9 @@ typedef struct {
 int ddl_spawn_exec_done(pid_t pid, pid_t like);
 
 /* ddl_spawn_capture: fill *sp from running process pid.  0, or -1 with
- * errno and err (nothing to free then).  Free with ddl_spawn_free. */
+ * errno and err (nothing to free then).  errno EAGAIN: pid was caught
+ * inside its execve (no arguments or an empty environment yet); read it
+ * again a few milliseconds later.  Free with ddl_spawn_free. */
 int ddl_spawn_capture(pid_t pid, ddl_spawn_t *sp, ddl_error_t *err);
 
 /* ddl_spawn_self: fill *sp to start argv[0] (found in PATH when it has no

@@ -79,7 +79,11 @@ int main(void)
     pid_t pid = child(env);
     ok(pid > 0, "forked a child");
     is(exec_wait(pid), 1, "ddl_spawn_exec_done: 1 once the child runs /bin/sleep");
-    is(capture(pid, &sp, &err), 0, "ddl_spawn_capture of the running sleep");
+    if (!ok(capture(pid, &sp, &err) == 0, "ddl_spawn_capture of the running sleep")) {
+        diag("%s", err.text);
+        reap(pid);
+        return done_testing(); /* nothing below can run without the recording */
+    }
     ok(strstr(sp.exe, "sleep") != NULL, "... its executable (%s)", sp.exe);
     ok(sp.argv && sp.argv[0] && sp.argv[1] && strcmp(sp.argv[1], "30") == 0 && !sp.argv[2],
        "... its arguments: sleep 30");
@@ -94,7 +98,14 @@ int main(void)
     ok(again > 0, "ddl_spawn_start: started again (%d)", (int)again);
     ddl_spawn_t sp2;
     is(exec_wait(again), 1, "... it runs sleep");
-    is(capture(again, &sp2, &err), 0, "... and can be recorded in turn");
+    if (!ok(again > 0 && capture(again, &sp2, &err) == 0, "... and can be recorded in turn")) {
+        diag("%s", err.text);
+        if (again > 0)
+            reap(again);
+        ddl_spawn_free(&sp);
+        reap(pid);
+        return done_testing();
+    }
     ok(has(sp2.envp, "DDL_RANK=5") && !has(sp2.envp, "DDL_RANK=3"), "... DDL_RANK replaced");
     ok(!has(sp2.envp, "DDL_AGENT_SOCK=/run/x.sock"), "... DDL_AGENT_SOCK removed");
     ok(has(sp2.envp, "PATH=/usr/bin:/bin"), "... PATH kept");
