@@ -69,8 +69,10 @@ struct revive {
 };
 
 /* parent_command: the step's command from the parent's command line
- * (ddl-launch --slurm PID FD -- COMMAND...), and the parent's executable
- * (the ddl-launch to run on the node).  0, or -1 (not a Slurm task). */
+ * (ddl-launch --slurm PID FD -- COMMAND... as the plugin starts it, or
+ * ddl-launch --rejoin -- COMMAND... on a node started again: such a node
+ * may become the leader), and the parent's executable (the ddl-launch to
+ * run on the node).  0, or -1 (not a Slurm task). */
 static int parent_command(agent_t *a)
 {
     char path[64], buf[65536];
@@ -87,18 +89,23 @@ static int parent_command(agent_t *a)
     int argc = 0;
     for (char *p = buf; p < buf + n && argc < 8191; p += strlen(p) + 1)
         args[argc++] = p;
-    if (argc < 6 || strcmp(args[1], "--slurm") != 0 || strcmp(args[4], "--") != 0)
+    int cmd; /* where COMMAND starts */
+    if (argc >= 6 && strcmp(args[1], "--slurm") == 0 && strcmp(args[4], "--") == 0)
+        cmd = 5;
+    else if (argc >= 4 && strcmp(args[1], "--rejoin") == 0 && strcmp(args[2], "--") == 0)
+        cmd = 3;
+    else
         return -1;
     snprintf(path, sizeof path, "/proc/%d/exe", a->opts->parent_pid);
     ssize_t k = readlink(path, a->revive_launch, sizeof a->revive_launch - 1);
     if (k <= 0)
         return -1;
     a->revive_launch[k] = '\0';
-    a->revive_argv = calloc((size_t)(argc - 5 + 1), sizeof *a->revive_argv);
+    a->revive_argv = calloc((size_t)(argc - cmd + 1), sizeof *a->revive_argv);
     if (!a->revive_argv)
         return -1;
-    for (int i = 5; i < argc; i++)
-        if (!(a->revive_argv[i - 5] = strdup(args[i])))
+    for (int i = cmd; i < argc; i++)
+        if (!(a->revive_argv[i - cmd] = strdup(args[i])))
             return -1;
     return 0;
 }
@@ -108,8 +115,8 @@ void revive_init(agent_t *a)
     const ddl_agent_opts_t *o = a->opts;
     const char *job = getenv("SLURM_JOB_ID");
     if (!o->supervise || o->nnodes < 2 || !a->w.node_rank || !job ||
-        !*job || o->parent_pid <= 0 || o->rejoin)
-        return; /* a node restarted this way has no command line to pass on */
+        !*job || o->parent_pid <= 0)
+        return;
     if (parent_command(a) < 0 || !(a->rv = calloc(o->nnodes, sizeof *a->rv))) {
         ddl_debug("node %u: the step's command is unknown: a lost node that restarts is not "
                   "started again", o->node_id);
@@ -117,6 +124,8 @@ void revive_init(agent_t *a)
         return;
     }
     snprintf(a->revive_job, sizeof a->revive_job, "%s", job);
+    ddl_debug("node %u: as the leader, it would start a lost node's part again with %s "
+              "--rejoin -- %s ...", o->node_id, a->revive_launch, a->revive_argv[0]);
 }
 
 void revive_free(agent_t *a)
