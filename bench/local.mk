@@ -38,5 +38,5 @@ bench_mpi_bench_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 bench_mpi_bench_LDADD = $(MPI_LIBS)
 endif
 EXTRA_DIST += bench/README.md bench/run-compare.sh bench/run-gpu.sh bench/run-bootstrap.sh bench/run-cluster-compare.sh \
-    bench/run-restart.sh bench/run-ckpt.sh bench/run-ckpt-levels.sh bench/sidebyside.awk bench/run-before-after.sh \
+    bench/run-restart.sh bench/run-ckpt.sh bench/run-ckpt-levels.sh bench/glusterfs.sh bench/sidebyside.awk bench/run-before-after.sh \
     bench/run-poseidon.sh bench/run-join.sh bench/run-takeover.sh

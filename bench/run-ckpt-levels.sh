@@ -8,20 +8,33 @@
 # ranks get the partner copies over the transport) against a restore from
 # the shared directory, the page cache of both dropped first.
 #
-#   bench/run-ckpt-levels.sh BUILDDIR [DIR [MIB...]]   (default /var/tmp, 16 64 256)
+#   bench/run-ckpt-levels.sh [--shared SHARED] BUILDDIR [DIR [MIB...]]
+#                                         (default /var/tmp, 16 64 256)
 #
 # 4 ranks on 2 emulated nodes (ddlrun --nodes 2), tests/helpers/ckpt-check
-# levels (which also verifies every restored byte).  Both levels live under
-# DIR here: on one machine the "shared directory" is the same local disk.
+# levels (which also verifies every restored byte).  The node-local level
+# lives under DIR; the shared one under SHARED, or under DIR too (then the
+# "shared directory" is the same local disk).  For a shared file system on
+# one machine: bench/glusterfs.sh start /mnt/ddl-shared, then
+# --shared /mnt/ddl-shared.
 set -eu
-build=$(cd "${1:?usage: run-ckpt-levels.sh BUILDDIR [DIR [MIB...]]}" && pwd)
+usage="usage: run-ckpt-levels.sh [--shared SHARED] BUILDDIR [DIR [MIB...]]"
+shared=
+if [ "${1:-}" = --shared ]; then
+    shared=$(cd "${2:?$usage}" && pwd)
+    shift 2
+fi
+build=$(cd "${1:?$usage}" && pwd)
 base=${2:-/var/tmp}
-[ $# -gt 2 ] && shift 2 || set -- 16 64 256
+if [ $# -gt 2 ]; then shift 2; else set -- 16 64 256; fi
 tmp=$(mktemp -d "$base/ddl-ckpt-levels.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(free -g | awk '/^Mem:/ {print $2}') GiB, checkpoints on $(df -h --output=source,fstype "$tmp" | tail -1 | tr -s ' ')"
+stmp=
+[ -z "$shared" ] || stmp=$(mktemp -d "$shared/ddl-ckpt-levels.XXXXXX")
+trap 'rm -rf "$tmp" ${stmp:+"$stmp"}' EXIT
+fs() { df -h --output=source,fstype "$1" | tail -1 | tr -s ' '; }
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(free -g | awk '/^Mem:/ {print $2}') GiB, node-local level on $(fs "$tmp"), shared directory on $(fs "${stmp:-$tmp}")"
 for mib in "$@"; do
-    "$build/launcher/ddlrun" -n 4 --nodes 2 "$build/tests/helpers/ckpt-check" levels "$tmp/c-$mib" "$mib" |
-        grep -E 'blocked per checkpoint|restore \(|FAIL'
-    rm -rf "$tmp/c-$mib"
+    "$build/launcher/ddlrun" -n 4 --nodes 2 "$build/tests/helpers/ckpt-check" levels "$tmp/c-$mib" "$mib" \
+        ${stmp:+"$stmp/c-$mib"} | grep -E 'blocked per checkpoint|restore \(|FAIL'
+    rm -rf "$tmp/c-$mib" ${stmp:+"$stmp/c-$mib"}
 done

@@ -1675,6 +1675,126 @@ static int restore_shared(const char *dir, int64_t step, int rank, char *why, si
     return got > 0;
 }
 
+/* partner_round: one exchange of partner copies of step sl (have: what
+ * every rank reported, vec int64 each: the manifest text's length, then
+ * each shard's size).  Rank i with src[i] >= 0 receives the manifest text
+ * and its shard from rank src[i], which reads it from ldir (a copy found
+ * damaged there goes as zeros: the receiver finds it damaged); this rank's
+ * into *rtext and *rimg (*rimg_len bytes; the caller frees them, *rimg with
+ * big_free).  Every rank calls it, with the same src. */
+static ddl_status_t partner_round(ddl_comm_t *comm, const char *ldir, int64_t sl,
+                                  const manifest_t *lm, const char *mtext, size_t mlen,
+                                  const int64_t *have, size_t vec, const int *src, char **rtext,
+                                  void **rimg, size_t *rimg_len)
+{
+    const int n = comm->size, me = comm->rank;
+    const uint32_t seq1 = comm->seq++, seq2 = comm->seq++;
+    void **reqs = calloc(2 * (size_t)n + 2, sizeof *reqs), **imgs = calloc((size_t)n,
+                                                                           sizeof *imgs);
+    char why[ERR_TEXT];
+    int nreq = 0;
+    ddl_status_t st = DDL_OK;
+    if (!reqs || !imgs) {
+        st = ddl_fail(DDL_ERR_NOMEM, "out of memory restoring %d ranks", n);
+        goto out;
+    }
+    if (src[me] >= 0) {
+        int h = src[me];
+        size_t rl = (size_t)have[(size_t)h * vec], bytes = (size_t)have[(size_t)h * vec + 1 + me];
+        *rimg_len = bytes;
+        if (!(*rtext = malloc(rl + 1)) || !(*rimg = big_alloc(bytes))) {
+            st = ddl_fail(DDL_ERR_NOMEM, "out of memory for the partner copy (%zu bytes)",
+                          bytes);
+            goto out;
+        }
+        (*rtext)[rl] = '\0';
+        if ((st = ddl_tl_irecv(comm, *rtext, rl, ddl_tag(comm, seq1, h), &reqs[nreq++])) !=
+                DDL_OK ||
+            (st = ddl_tl_irecv(comm, *rimg, bytes, ddl_tag(comm, seq2, h), &reqs[nreq++])) !=
+                DDL_OK)
+            goto abandon;
+    }
+    for (int i = 0; i < n; i++) {
+        if (src[i] != me)
+            continue;
+        size_t len = (size_t)have[(size_t)me * vec + 1 + i];
+        if (load_shard(ldir, sl, i, lm, &imgs[i], why, sizeof why) != (int64_t)len &&
+            (ddl_warn("node-local copy of rank %d's shard, step %" PRId64 ", not used: %s", i,
+                      sl, why),
+             !(imgs[i] = big_alloc(len)))) { /* zeros: the receiver finds it damaged */
+            st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner copy", i);
+            goto abandon;
+        }
+        if ((st = ddl_tl_isend(comm, i, mtext, mlen, ddl_tag(comm, seq1, me), &reqs[nreq++])) !=
+                DDL_OK ||
+            (st = ddl_tl_isend(comm, i, imgs[i], len, ddl_tag(comm, seq2, me), &reqs[nreq++])) !=
+                DDL_OK)
+            goto abandon;
+    }
+    st = ddl_tl_waitall(comm, reqs, nreq);
+    goto out;
+abandon:
+    ddl_tl_abandon(comm, reqs, nreq);
+out:
+    for (int i = 0; imgs && i < n; i++)
+        if (imgs[i])
+            big_free(imgs[i], (size_t)have[(size_t)me * vec + 1 + (size_t)i]);
+    free(imgs);
+    free(reqs);
+    return st;
+}
+
+/* take_copy: rank me's shard of step sl as received from rank h (its
+ * manifest text rtext, the shard rimg of len bytes): checked in memory
+ * against that manifest, then stored in ldir for ddl_ckpt_read() without an
+ * fsync (the next checkpoint, not this copy, is what a later failure
+ * needs).  DDL_CKPT_LEVEL_PARTNER, or DDL_CKPT_LEVEL_NONE with why (and a
+ * warning). */
+static int take_copy(const char *ldir, int64_t sl, int me, int h, const char *rtext,
+                     const void *rimg, size_t len, char *why, size_t wlen)
+{
+    int lvl = DDL_CKPT_LEVEL_NONE;
+    manifest_t rm;
+    ddl_error_t err;
+    const char *what = "";
+    char tmp[96], name[32], stepname[32];
+    int dfd = ddl_dir_open(ldir, 1, "node-local checkpoint directory", &err), sfd = -1;
+    textf(stepname, sizeof stepname, "step-%08" PRId64, sl);
+    textf(name, sizeof name, "rank-%d.shard", me);
+    if (dfd < 0)
+        textf(why, wlen, "%s", err.text);
+    else if ((mkdirat(dfd, stepname, 0700) < 0 && errno != EEXIST) ||
+             (sfd = openat(dfd, stepname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                              O_CLOEXEC)) < 0 ||
+             (atomic_nosync = 1, write_file_atomic(sfd, "MANIFEST", rtext, 0, &what, tmp,
+                                                   sizeof tmp)) < 0)
+        textf(why, wlen, "cannot write the partner's manifest into %s/%s: %s", ldir,
+              stepname, strerror(errno));
+    else if (read_manifest(ldir, sl, &rm) != DDL_OK)
+        textf(why, wlen, "the partner's manifest: %s", ddl_last_error());
+    else {
+        char inner[200];
+        if (me >= rm.world || len != rm.size[me] ||
+            check_image(rimg, len, me, sl, rm.crc[me], inner, sizeof inner) < 0)
+            textf(why, wlen, "the copy from rank %d: %s", h, me >= rm.world ||
+                  len != rm.size[me] ? "its size differs from its manifest's" : inner);
+        else if (write_copy(sfd, name, rimg, len, 0) < 0)
+            textf(why, wlen, "cannot write the partner copy into %s/%s: %s", ldir,
+                  stepname, strerror(errno));
+        else
+            lvl = DDL_CKPT_LEVEL_PARTNER;
+        manifest_free(&rm);
+    }
+    atomic_nosync = 0;
+    if (lvl != DDL_CKPT_LEVEL_PARTNER)
+        ddl_warn("rank %d: the partner copy from rank %d is not used: %s", me, h, why);
+    if (sfd >= 0)
+        close(sfd);
+    if (dfd >= 0)
+        close(dfd);
+    return lvl;
+}
+
 ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, char *from,
                               size_t fromlen, int *level)
 {
@@ -1775,10 +1895,10 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
                         "communicator %d ranks: restore into a world of at most %d", sl, world,
                         n, world);
 
-    /* which shards of step sl this node holds: a rank of this node checks
-     * its own shard in full (it reads it next); a partner copy is only
-     * looked at here (its size) and checked in full when it is sent and
-     * when it arrives, so that no shard is read more than needed */
+    /* which shards of step sl this node holds, by their sizes only: the
+     * partner copies travel first (the ranks that lost their node wait for
+     * nothing else), then each rank checks its own shard in full; a shard
+     * is read once, and checked when it is read and when it arrives */
     int nl = 0, pl = 0, mynode = node_of_rank(comm, me);
     for (int r = 0; r < n; r++)
         if (node_of_rank(comm, r) == mynode) {
@@ -1787,16 +1907,15 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
         }
     size_t vec = (size_t)world + 1;
     int64_t *mine = calloc(vec, sizeof *mine), *have = malloc(vec * (size_t)n * sizeof *have);
-    int *src = malloc(sizeof(int) * (size_t)n);
-    void **reqs = calloc(2 * (size_t)n + 2, sizeof *reqs), **imgs = calloc((size_t)n,
-                                                                           sizeof *imgs);
+    int *src = malloc(sizeof(int) * (size_t)n), *src2 = malloc(sizeof(int) * (size_t)n);
+    int32_t *bad = malloc(sizeof(int32_t) * (size_t)n), own_bad = 0;
     char *mtext = NULL, *rtext = NULL, path[PATH_MAX + 64];
     void *rimg = NULL, *mimg = NULL; /* the partner's copy received; this rank's own */
     size_t mlen = 0, rimg_len = 0, mimg_len = 0;
-    int nreq = 0, lvl = DDL_CKPT_LEVEL_NONE;
+    int lvl = DDL_CKPT_LEVEL_NONE;
     manifest_t lm = {0};
     int have_lm = 0;
-    if (!mine || !have || !src || !reqs || !imgs) {
+    if (!mine || !have || !src || !src2 || !bad) {
         st = ddl_fail(DDL_ERR_NOMEM, "out of memory restoring %d ranks", n);
         goto out;
     }
@@ -1807,33 +1926,21 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
         mine[0] = (int64_t)mlen;
         for (int i = 0; i < world; i++) {
             int owner_here = i < n && node_of_rank(comm, i) == mynode;
-            int64_t got = 0;
-            if (i == me) {
-                got = load_shard(ldir, sl, i, &lm, &mimg, why, sizeof why);
-                mimg_len = got > 0 ? (size_t)got : 0;
-            } else if (!owner_here && i % nl == pl) { /* a partner copy: its size */
-                struct stat sb;
-                char sp[PATH_MAX + 64];
-                textf(sp, sizeof sp, "%s/step-%08" PRId64 "/rank-%d.shard", ldir, sl, i);
-                if (stat(sp, &sb) == 0 && (uint64_t)sb.st_size == lm.size[i])
-                    got = sb.st_size;
-                else
-                    textf(why, sizeof why, "%s: %s", sp, errno == ENOENT ? "No such file"
-                          : "its size differs from the manifest's");
-            } else {
+            struct stat sb;
+            char sp[PATH_MAX + 64];
+            if (i != me && (owner_here || i % nl != pl))
                 continue; /* another rank of this node reports it */
-            }
-            if (got < 0) {
-                st = ddl_fail(DDL_ERR_NOMEM, "out of memory checking shard %d", i);
-                goto out;
-            }
-            mine[1 + i] = got;
-            if (got == 0 && !strstr(why, "No such file"))
-                ddl_warn("node-local copy of rank %d's shard, step %" PRId64 ", not used: %s", i,
-                         sl, why);
+            textf(sp, sizeof sp, "%s/step-%08" PRId64 "/rank-%d.shard", ldir, sl, i);
+            errno = 0;
+            if (stat(sp, &sb) == 0 && (uint64_t)sb.st_size == lm.size[i])
+                mine[1 + i] = sb.st_size;
+            else if (errno != ENOENT)
+                ddl_warn("node-local copy of rank %d's shard, step %" PRId64 ", not used: %s: "
+                         "%s", i, sl, sp, errno ? strerror(errno) : "its size differs from "
+                         "the manifest's");
         }
     }
-    ddl_debug("restore: node-local copies checked at %.1f ms", mono_ms() - t_start);
+    ddl_debug("restore: node-local copies found at %.1f ms", mono_ms() - t_start);
     if ((st = ddl_allgather(comm, mine, have, (int)vec, DDL_INT64)) != DDL_OK)
         goto out;
     for (int i = 0; i < n; i++) {
@@ -1847,96 +1954,43 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
                     src[i] = q; /* a partner's copy */
             }
     }
-    /* the partner copies travel: manifest text, then the shard */
-    uint32_t seq1 = comm->seq++, seq2 = comm->seq++;
-    if (src[me] >= 0) {
-        int h = src[me];
-        size_t rl = (size_t)have[(size_t)h * vec], sl_bytes = (size_t)have[(size_t)h * vec + 1 + me];
-        rimg_len = sl_bytes;
-        if (!(rtext = malloc(rl + 1)) || !(rimg = big_alloc(sl_bytes))) {
-            st = ddl_fail(DDL_ERR_NOMEM, "out of memory for the partner copy (%zu bytes)",
-                          sl_bytes);
-            goto out;
-        }
-        rtext[rl] = '\0';
-        if ((st = ddl_tl_irecv(comm, rtext, rl, ddl_tag(comm, seq1, h), &reqs[nreq++])) !=
-                DDL_OK ||
-            (st = ddl_tl_irecv(comm, rimg, sl_bytes, ddl_tag(comm, seq2, h), &reqs[nreq++])) !=
-                DDL_OK)
-            goto abandon;
-    }
-    for (int i = 0; i < n; i++) {
-        if (src[i] != me)
-            continue;
-        size_t len = (size_t)have[(size_t)me * vec + 1 + i];
-        if (load_shard(ldir, sl, i, &lm, &imgs[i], why, sizeof why) != (int64_t)len &&
-            (ddl_warn("node-local copy of rank %d's shard, step %" PRId64 ", not used: %s", i,
-                      sl, why),
-             !(imgs[i] = big_alloc(len)))) { /* zeros: the receiver finds it damaged */
-            st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner copy", i);
-            goto abandon;
-        }
-        if ((st = ddl_tl_isend(comm, i, mtext, mlen, ddl_tag(comm, seq1, me), &reqs[nreq++])) !=
-                DDL_OK ||
-            (st = ddl_tl_isend(comm, i, imgs[i], len, ddl_tag(comm, seq2, me), &reqs[nreq++])) !=
-                DDL_OK)
-            goto abandon;
-    }
-    ddl_debug("restore: partner copies posted at %.1f ms", mono_ms() - t_start);
-    if ((st = ddl_tl_waitall(comm, reqs, nreq)) != DDL_OK)
+    if ((st = partner_round(comm, ldir, sl, &lm, mtext, mlen, have, vec, src, &rtext, &rimg,
+                            &rimg_len)) != DDL_OK)
         goto out;
-    nreq = 0;
     ddl_debug("restore: partner copies received at %.1f ms", mono_ms() - t_start);
-
-    /* this rank's level */
-    if (src[me] == -2) {
-        lvl = DDL_CKPT_LEVEL_LOCAL;
-    } else if (src[me] >= 0) {
-        int h = src[me];
-        size_t len = (size_t)have[(size_t)h * vec + 1 + me];
-        manifest_t rm;
-        ddl_error_t err;
-        const char *what = "";
-        char tmp[96], name[32], stepname[32];
-        int dfd = ddl_dir_open(ldir, 1, "node-local checkpoint directory", &err), sfd = -1;
-        textf(stepname, sizeof stepname, "step-%08" PRId64, sl);
-        textf(name, sizeof name, "rank-%d.shard", me);
-        if (dfd < 0)
-            textf(why, sizeof why, "%s", err.text);
-        else if ((mkdirat(dfd, stepname, 0700) < 0 && errno != EEXIST) ||
-                 (sfd = openat(dfd, stepname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                                                  O_CLOEXEC)) < 0 ||
-                 (atomic_nosync = 1, write_file_atomic(sfd, "MANIFEST", rtext, 0, &what, tmp,
-                                                       sizeof tmp)) < 0)
-            textf(why, sizeof why, "cannot write the partner's manifest into %s/%s: %s", ldir,
-                  stepname, strerror(errno));
-        else if (read_manifest(ldir, sl, &rm) != DDL_OK)
-            textf(why, sizeof why, "the partner's manifest: %s", ddl_last_error());
-        else {
-            char inner[200];
-            /* checked in memory, then stored for ddl_ckpt_read() without an fsync: the
-             * next checkpoint, not this copy, is what a later failure needs */
-            if (me >= rm.world || len != rm.size[me] ||
-                check_image(rimg, len, me, sl, rm.crc[me], inner, sizeof inner) < 0)
-                textf(why, sizeof why, "the copy from rank %d: %s", h, me >= rm.world ||
-                      len != rm.size[me] ? "its size differs from its manifest's" : inner);
-            else if (write_copy(sfd, name, rimg, len, 0) < 0)
-                textf(why, sizeof why, "cannot write the partner copy into %s/%s: %s", ldir,
-                      stepname, strerror(errno));
-            else
-                lvl = DDL_CKPT_LEVEL_PARTNER;
-            manifest_free(&rm);
-        }
-        atomic_nosync = 0;
-        if (lvl != DDL_CKPT_LEVEL_PARTNER)
-            ddl_warn("rank %d: the partner copy from rank %d is not used: %s", me, h, why);
-        if (sfd >= 0)
-            close(sfd);
-        if (dfd >= 0)
-            close(dfd);
-    } else {
-        textf(why, sizeof why, "no node holds a valid copy");
+    if (src[me] >= 0) {
+        lvl = take_copy(ldir, sl, me, src[me], rtext, rimg, rimg_len, why, sizeof why);
+    } else if (src[me] == -2) { /* this rank's own copy, in full */
+        int64_t got = load_shard(ldir, sl, me, &lm, &mimg, why, sizeof why);
+        if (got < 0)
+            textf(why, sizeof why, "out of memory reading it");
+        mimg_len = got > 0 ? (size_t)got : 0;
+        own_bad = got <= 0;
+        if (own_bad)
+            ddl_warn("node-local copy of rank %d's shard, step %" PRId64 ", not used: %s", me,
+                     sl, why);
+        else
+            lvl = DDL_CKPT_LEVEL_LOCAL;
     }
+    /* a rank whose own copy was damaged: a partner's copy, if another node has one */
+    if ((st = ddl_allgather(comm, &own_bad, bad, 1, DDL_INT32)) != DDL_OK)
+        goto out;
+    int again = 0;
+    for (int i = 0; i < n; i++) {
+        src2[i] = -3;
+        for (int q = 0; bad[i] && q < n && src2[i] < 0; q++)
+            if (node_of_rank(comm, q) != node_of_rank(comm, i) &&
+                have[(size_t)q * vec + 1 + (size_t)i] > 0)
+                src2[i] = q;
+        again |= src2[i] >= 0;
+    }
+    if (again && (st = partner_round(comm, ldir, sl, &lm, mtext, mlen, have, vec, src2, &rtext,
+                                     &rimg, &rimg_len)) != DDL_OK)
+        goto out;
+    if (src2[me] >= 0)
+        lvl = take_copy(ldir, sl, me, src2[me], rtext, rimg, rimg_len, why, sizeof why);
+    if (lvl == DDL_CKPT_LEVEL_NONE && src[me] == -3)
+        textf(why, sizeof why, "no node holds a valid copy");
     if (lvl == DDL_CKPT_LEVEL_NONE) { /* the next level */
         char swhy[ERR_TEXT];
         if (restore_shared(dir, sl, me, swhy, sizeof swhy))
@@ -1985,16 +2039,10 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
         }
         free(lv);
     }
-    goto out;
-abandon:
-    ddl_tl_abandon(comm, reqs, nreq);
 out:
     if (have_lm)
         manifest_free(&lm);
-    for (int i = 0; imgs && i < n; i++)
-        if (imgs[i])
-            big_free(imgs[i], (size_t)have[(size_t)me * vec + 1 + (size_t)i]);
-    free(imgs), free(reqs), free(src), free(have), free(mine);
+    free(bad), free(src2), free(src), free(have), free(mine);
     free(mtext), free(rtext);
     big_free(rimg, rimg_len);
     big_free(mimg, mimg_len);

@@ -16,18 +16,21 @@
  *                                blocks in sync and async mode (printed),
  *                                and the data committed by the next begin,
  *                                ddl_ckpt_wait() and ddl_finalize()
- *   ckpt-check levels DIR MIB    MIB MiB per rank, the node-local level
+ *   ckpt-check levels DIR MIB [SHARED]
+ *                                MIB MiB per rank, the node-local level
  *                                (DIR/local/node-%n, partner copies)
- *                                against the shared one (DIR/shared):
+ *                                against the shared one (SHARED, by
+ *                                default DIR/shared):
  *                                the time a checkpoint blocks the caller
  *                                (sync shared; async local + partner, with
  *                                2 s + 4x the sync write of "training"
  *                                between checkpoints), and
  *                                the restore time (ddl_ckpt_restore + read,
- *                                slowest rank, page cache dropped) from the
- *                                shared directory and, with node 1's
+ *                                slowest rank, page cache dropped; 5 of
+ *                                each, alternating: median, min-max) from
+ *                                the shared directory and, with node 1's
  *                                directory deleted, from the partner copies;
- *                                run under ddlrun --nodes 2 (bench/run-ckpt.sh)
+ *                                run under ddlrun --nodes 2 (bench/run-ckpt-levels.sh)
  *   ckpt-check partner DIR       the async node-local level (DIR/local/
  *                                node-%n) under ddlrun --nodes 2: a rank's
  *                                ddl_ckpt_commit returns while its partner
@@ -43,7 +46,10 @@
  *                                from their node, node 1's from the partner
  *                                copies) whose ddl_ckpt_read() copies from
  *                                memory, the files removed, until every
- *                                buffer was read
+ *                                buffer was read; then rank 0's own shard
+ *                                written back damaged (one bit): a second
+ *                                restore gives every rank a partner copy,
+ *                                rank 0's in a second exchange
  *
  * Prints "PASS"/"FAIL" lines and exits non-zero on any failure (2: usage).
  */
@@ -285,7 +291,15 @@ static double restore_ms(const char *shared, unsigned char *r, size_t n, long wa
     return mx;
 }
 
-static void levels_mode(const char *dir, long mib)
+#define RESTORES 5 /* restores of each level, alternating (levels) */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void levels_mode(const char *dir, long mib, const char *shared_dir)
 {
     char shared[PATH_MAX], local[PATH_MAX], lost[PATH_MAX], cmd[PATH_MAX + 16];
     size_t n = (size_t)mib << 20;
@@ -293,7 +307,10 @@ static void levels_mode(const char *dir, long mib)
     ddl_ckpt_t *ck;
     int reps = 3, lvl = 0;
     double sync_ms = 0, local_ms = 0, begin_ms = 0;
-    snprintf(shared, sizeof shared, "%s/shared", dir);
+    if (shared_dir)
+        snprintf(shared, sizeof shared, "%s", shared_dir);
+    else
+        snprintf(shared, sizeof shared, "%s/shared", dir);
     snprintf(local, sizeof local, "%s/local/node-%%n", dir);
     snprintf(lost, sizeof lost, "%s/local/node-1", dir);
     if (!b || !r) {
@@ -351,21 +368,36 @@ static void levels_mode(const char *dir, long mib)
            "+ partner async %.1f ms (%.1f%%; of which the begin, with the partner copy, %.1f "
            "ms)\n", rank, mib, sync_ms, local_ms, 100.0 * local_ms / (sync_ms > 0 ? sync_ms : 1),
            begin_ms);
-    /* restore after node 1 is lost: its directory deleted */
-    drop(dir);
-    if (rank == 0) {
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", lost);
-        check(system(cmd) == 0, "node 1's directory deleted");
+    /* restores, alternating: after node 1 is lost (its directory deleted),
+     * and from the shared directory (its newest step, without the
+     * node-local level); each with the page cache dropped */
+    double partner[RESTORES], shr[RESTORES], ratio[RESTORES];
+    for (int k = 0; k < RESTORES; k++) {
+        setenv("DDL_CKPT_LOCAL_DIR", local, 1);
+        drop(dir);
+        if (shared_dir)
+            drop(shared_dir);
+        if (rank == 0) {
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", lost);
+            check(system(cmd) == 0, "node 1's directory deleted");
+        }
+        partner[k] = restore_ms(shared, r, n, last, &lvl);
+        unsetenv("DDL_CKPT_LOCAL_DIR");
+        drop(dir);
+        if (shared_dir)
+            drop(shared_dir);
+        shr[k] = restore_ms(shared, r, n, reps, &lvl);
+        ratio[k] = partner[k] > 0 ? shr[k] / partner[k] : 0;
     }
-    double partner = restore_ms(shared, r, n, last, &lvl);
-    /* from the shared directory: its newest step, without the node-local level */
-    unsetenv("DDL_CKPT_LOCAL_DIR");
-    drop(dir);
-    double shr = restore_ms(shared, r, n, reps, &lvl);
+    qsort(partner, RESTORES, sizeof partner[0], cmp_double);
+    qsort(shr, RESTORES, sizeof shr[0], cmp_double);
+    qsort(ratio, RESTORES, sizeof ratio[0], cmp_double);
     if (rank == 0)
-        printf("%ld MiB per rank: restore (slowest rank, cold cache): node-local + partner "
-               "copies %.1f ms, shared directory %.1f ms (%.2fx)\n", mib, partner, shr,
-               partner > 0 ? shr / partner : 0);
+        printf("%ld MiB per rank: restore (slowest rank, cold cache, median of %d, min-max): "
+               "node-local + partner copies %.1f ms (%.1f-%.1f), shared directory %.1f ms "
+               "(%.1f-%.1f), ratio %.2fx (%.2f-%.2f)\n", mib, RESTORES, partner[RESTORES / 2],
+               partner[0], partner[RESTORES - 1], shr[RESTORES / 2], shr[0],
+               shr[RESTORES - 1], ratio[RESTORES / 2], ratio[0], ratio[RESTORES - 1]);
     free(b);
     free(r);
 }
@@ -451,6 +483,37 @@ static void partner_mode(const char *dir)
     check(!memcmp(b, r, n), "... with this rank's bytes");
     expect(ddl_ckpt_read(from, 1, rank, "model", r, n, NULL), DDL_ERR_IO,
            "read again: every buffer was read, the memory is released, the file is gone");
+    /* rank 0's own copy back, of the right size but damaged (found only when
+     * it is read in full, after the first exchange): node 1's copy of it is
+     * sent in a second one; the others' own files are gone (above): their
+     * partners' copies */
+    if (rank == 0) {
+        char theirs[PATH_MAX + 64];
+        snprintf(theirs, sizeof theirs, "%s/local/node-1/step-00000001/rank-0.shard", dir);
+        struct stat sb;
+        FILE *in = fopen(theirs, "rb"), *out = fopen(own, "wb");
+        size_t len = in && fstat(fileno(in), &sb) == 0 ? (size_t)sb.st_size : 0;
+        unsigned char *img = len > 64 ? malloc(len) : NULL;
+        int ok = img && fread(img, 1, len, in) == len;
+        if (ok)
+            img[len / 2] ^= 0x40; /* a flipped bit in the data */
+        check(ok && out && fwrite(img, 1, len, out) == len,
+              "rank 0: its own shard of step 1 written again, one bit flipped");
+        free(img);
+        if (in)
+            fclose(in);
+        if (out)
+            fclose(out);
+    }
+    ddl_barrier(ddl_comm_world());
+    rs = -1, lvl = -1;
+    expect(ddl_ckpt_restore(ddl_comm_world(), dir, &rs, from, sizeof from, &lvl), DDL_OK,
+           "step 1 restored again");
+    check(rs == 1 && lvl == DDL_CKPT_LEVEL_PARTNER, "... every rank from a partner copy (rank 0: "
+          "its own copy is damaged)");
+    memset(r, 0, n);
+    expect(ddl_ckpt_read(from, 1, rank, "model", r, n, NULL), DDL_OK, "... and read");
+    check(!memcmp(b, r, n), "... with this rank's bytes");
     /* step 2: node 1 never commits, every rank aborts the world */
     fill(b, n, 2, rank);
     st = ddl_ckpt_begin(ddl_comm_world(), dir, 2, 2, DDL_CKPT_ASYNC, &ck);
@@ -483,7 +546,7 @@ int main(int argc, char **argv)
     if (argc < 3 || (strcmp(argv[1], "commit") != 0 && strcmp(argv[1], "partner") != 0 &&
                      argc < 4)) {
         fprintf(stderr, "usage: ckpt-check commit DIR | kill DIR K | verify DIR STEP | "
-                "async DIR MIB | levels DIR MIB | partner DIR\n");
+                "async DIR MIB | levels DIR MIB [SHARED] | partner DIR\n");
         return 2;
     }
     const char *mode = argv[1], *dir = argv[2];
@@ -507,7 +570,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "verify"))
         verify_mode(dir, arg);
     else if (!strcmp(mode, "levels"))
-        levels_mode(dir, arg);
+        levels_mode(dir, arg, argc > 4 ? argv[4] : NULL);
     else if (!strcmp(mode, "partner"))
         partner_mode(dir);
     else
