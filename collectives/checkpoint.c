@@ -1675,6 +1675,17 @@ static int restore_shared(const char *dir, int64_t step, int rank, char *why, si
     return got > 0;
 }
 
+/* holder: the first rank of another node than rank i's that holds a copy
+ * of shard i (have: vec int64 per rank, as partner_round's), or -3 (none). */
+static int holder(const ddl_comm_t *comm, const int64_t *have, size_t vec, int i)
+{
+    for (int q = 0; q < comm->size; q++)
+        if (have[(size_t)q * vec + 1 + (size_t)i] > 0 &&
+            node_of_rank(comm, q) != node_of_rank(comm, i))
+            return q;
+    return -3;
+}
+
 /* partner_round: one exchange of partner copies of step sl (have: what
  * every rank reported, vec int64 each: the manifest text's length, then
  * each shard's size).  Rank i with src[i] >= 0 receives the manifest text
@@ -1943,17 +1954,8 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
     ddl_debug("restore: node-local copies found at %.1f ms", mono_ms() - t_start);
     if ((st = ddl_allgather(comm, mine, have, (int)vec, DDL_INT64)) != DDL_OK)
         goto out;
-    for (int i = 0; i < n; i++) {
-        int nd = node_of_rank(comm, i);
-        src[i] = -3; /* nowhere on the node-local level */
-        for (int q = 0; q < n && src[i] != -2; q++)
-            if (have[(size_t)q * vec + 1 + (size_t)i] > 0) {
-                if (node_of_rank(comm, q) == nd)
-                    src[i] = -2; /* on its own node */
-                else if (src[i] == -3)
-                    src[i] = q; /* a partner's copy */
-            }
-    }
+    for (int i = 0; i < n; i++) /* on its own node (only rank i reports that), or a partner */
+        src[i] = have[(size_t)i * vec + 1 + (size_t)i] > 0 ? -2 : holder(comm, have, vec, i);
     if ((st = partner_round(comm, ldir, sl, &lm, mtext, mlen, have, vec, src, &rtext, &rimg,
                             &rimg_len)) != DDL_OK)
         goto out;
@@ -1977,11 +1979,7 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
         goto out;
     int again = 0;
     for (int i = 0; i < n; i++) {
-        src2[i] = -3;
-        for (int q = 0; bad[i] && q < n && src2[i] < 0; q++)
-            if (node_of_rank(comm, q) != node_of_rank(comm, i) &&
-                have[(size_t)q * vec + 1 + (size_t)i] > 0)
-                src2[i] = q;
+        src2[i] = bad[i] ? holder(comm, have, vec, i) : -3;
         again |= src2[i] >= 0;
     }
     if (again && (st = partner_round(comm, ldir, sl, &lm, mtext, mlen, have, vec, src2, &rtext,

@@ -239,7 +239,8 @@ static void async_mode(const char *dir, long mib)
     free(r);
 }
 
-/* drop: the page cache of every file under path (the user's own files:
+/* drop: the page cache of every file under path and under also (if not
+ * NULL; the user's own files:
  * posix_fadvise, no root needed; as root also /proc/sys/vm/drop_caches),
  * so that a restore reads the disk. */
 static int drop_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
@@ -256,10 +257,12 @@ static int drop_one(const char *p, const struct stat *sb, int flag, struct FTW *
     return 0;
 }
 
-static void drop(const char *path)
+static void drop(const char *path, const char *also)
 {
     if (rank == 0) {
         nftw(path, drop_one, 16, FTW_PHYS);
+        if (also)
+            nftw(also, drop_one, 16, FTW_PHYS);
         FILE *f = geteuid() == 0 ? fopen("/proc/sys/vm/drop_caches", "w") : NULL;
         if (f) { /* as root: the whole clean page cache, to be sure */
             fputs("1\n", f);
@@ -374,18 +377,14 @@ static void levels_mode(const char *dir, long mib, const char *shared_dir)
     double partner[RESTORES], shr[RESTORES], ratio[RESTORES];
     for (int k = 0; k < RESTORES; k++) {
         setenv("DDL_CKPT_LOCAL_DIR", local, 1);
-        drop(dir);
-        if (shared_dir)
-            drop(shared_dir);
+        drop(dir, shared_dir);
         if (rank == 0) {
             snprintf(cmd, sizeof cmd, "rm -rf '%s'", lost);
             check(system(cmd) == 0, "node 1's directory deleted");
         }
         partner[k] = restore_ms(shared, r, n, last, &lvl);
         unsetenv("DDL_CKPT_LOCAL_DIR");
-        drop(dir);
-        if (shared_dir)
-            drop(shared_dir);
+        drop(dir, shared_dir);
         shr[k] = restore_ms(shared, r, n, reps, &lvl);
         ratio[k] = partner[k] > 0 ? shr[k] / partner[k] : 0;
     }
