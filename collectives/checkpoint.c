@@ -175,9 +175,29 @@ static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void big_free(void *p, size_t len);
 
+/* The store of a partner copy that a restore received: written into this
+ * node's directory by a thread of its own once the restore succeeded, so
+ * that neither the restore nor the training waits for it (a loss before
+ * the next checkpoint finds it there; until then the partner still holds
+ * its copy).  img is held's: whichever of held's release and the thread
+ * comes last frees it (free_img, under held_mu).  store_wait() joins the
+ * thread: at the next ddl_ckpt_begin() or ddl_ckpt_restore(), when the
+ * world ends and at ddl_finalize(). */
+static struct {
+    pthread_t thread;
+    int running; /* a thread to join (store_mu) */
+    char dir[PATH_MAX + 48], name[32];
+    const unsigned char *img; /* NULL once the thread is done with it */
+    size_t len;
+    int free_img; /* held released it meanwhile: the thread frees it */
+} store;
+
 static void held_release_locked(void)
 {
-    big_free(held.img, held.len);
+    if (held.img && held.img == store.img)
+        store.free_img = 1; /* still being stored */
+    else
+        big_free(held.img, held.len);
     free(held.seen);
     held.img = NULL;
     held.seen = NULL;
@@ -988,6 +1008,53 @@ static int write_copy(int stepfd, const char *name, const void *img, size_t len,
     return close(fd);
 }
 
+static pthread_mutex_t store_mu = PTHREAD_MUTEX_INITIALIZER; /* running, the join */
+
+static void *store_main(void *arg)
+{
+    (void)arg;
+    int sfd = open(store.dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd < 0 || write_copy(sfd, store.name, store.img, store.len, 0) < 0)
+        ddl_warn("cannot store the partner copy %s/%s: %s (a later restore takes it from the "
+                 "partner again)", store.dir, store.name, strerror(errno));
+    if (sfd >= 0)
+        close(sfd);
+    pthread_mutex_lock(&held_mu);
+    if (store.free_img)
+        big_free((void *)store.img, store.len);
+    store.img = NULL;
+    store.free_img = 0;
+    pthread_mutex_unlock(&held_mu);
+    return NULL;
+}
+
+/* store_start: store img (len bytes, held's) as rank's shard of step sl in
+ * ldir, in the background; in the caller's thread if no thread starts. */
+static void store_start(const char *ldir, int64_t sl, int rank, const void *img, size_t len)
+{
+    pthread_mutex_lock(&held_mu);
+    textf(store.dir, sizeof store.dir, "%s/step-%08" PRId64, ldir, sl);
+    textf(store.name, sizeof store.name, "rank-%d.shard", rank);
+    store.img = img;
+    store.len = len;
+    store.free_img = 0;
+    pthread_mutex_unlock(&held_mu);
+    pthread_mutex_lock(&store_mu);
+    store.running = pthread_create(&store.thread, NULL, store_main, NULL) == 0;
+    pthread_mutex_unlock(&store_mu);
+    if (!store.running)
+        store_main(NULL);
+}
+
+static void store_wait(void)
+{
+    pthread_mutex_lock(&store_mu);
+    if (store.running)
+        pthread_join(store.thread, NULL);
+    store.running = 0;
+    pthread_mutex_unlock(&store_mu);
+}
+
 /* partner_copies: send this rank's finished shard to its partner and write
  * the shards of the ranks whose partner it is beside its own.  Collective.
  * I/O failures are the rank's (ck_fail); returns a transport error. */
@@ -1503,6 +1570,7 @@ void ddl_ckpt_drop_pending(void)
 {
     ddl_ckpt_t *ck = pending;
     held_release();
+    store_wait();
     if (!ck)
         return;
     pending = NULL;
@@ -1524,6 +1592,7 @@ ddl_status_t ddl_ckpt_finish_pending(void)
     if (pending && (st = ddl_ckpt_wait(&step)) != DDL_OK)
         ddl_warn("async checkpoint step %" PRId64 " failed at ddl_finalize(): %s", step,
                  ddl_last_error());
+    store_wait();
     pool_clear();
     if (local_used[0] && !ddl_stop_returned && st == DDL_OK &&
         ddl_barrier(&ddl_ctx.world) == DDL_OK && node_leader(&ddl_ctx.world) == ddl_ctx.rank) {
@@ -1686,23 +1755,82 @@ static int holder(const ddl_comm_t *comm, const int64_t *have, size_t vec, int i
     return -3;
 }
 
+/* A partner copy travels in pieces of this size, each sent as soon as it
+ * is read: the transfer of one piece overlaps the read of the next, and a
+ * 4-8 MiB read keeps a disk busier than one read of the whole shard. */
+#define COPY_PIECE ((size_t)8 << 20)
+
+static size_t pieces(size_t bytes)
+{
+    return bytes ? (bytes + COPY_PIECE - 1) / COPY_PIECE : 1;
+}
+
+/* send_copy: rank i's shard of step sl, read from ldir piece by piece and
+ * each piece sent to rank i as soon as it is read (tags seq0, seq0+1, ...);
+ * *img (len bytes, zeroed) holds it until the sends complete.  A copy that
+ * cannot be read goes on as zeros from there: its receiver checks every
+ * byte and finds it damaged.  Requests are added at reqs[*nreq]. */
+static ddl_status_t send_copy(ddl_comm_t *comm, const char *ldir, int64_t sl, int i,
+                              size_t len, uint32_t seq0, void **img, void **reqs, int *nreq)
+{
+    char path[PATH_MAX + 64];
+    struct stat sb;
+    ddl_status_t st = DDL_OK;
+    if (!(*img = big_alloc(len)))
+        return ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner copy", i);
+    textf(path, sizeof path, "%s/step-%08" PRId64 "/rank-%d.shard", ldir, sl, i);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != len) {
+        ddl_warn("node-local copy of rank %d's shard, step %" PRId64 ", not used: %s: %s", i, sl,
+                 path, fd < 0 ? strerror(errno) : "it changed since it was found");
+        if (fd >= 0)
+            close(fd);
+        fd = -1;
+    }
+    for (size_t k = 0, off = 0; st == DDL_OK && k < pieces(len); k++, off += COPY_PIECE) {
+        size_t part = len - off < COPY_PIECE ? len - off : COPY_PIECE;
+        unsigned char *p = (unsigned char *)*img + off;
+        errno = 0;
+        if (fd >= 0 && read_at(fd, p, part, off) != 0) {
+            ddl_warn("node-local copy of rank %d's shard, step %" PRId64 ", not used: %s: %s",
+                     i, sl, path, errno ? strerror(errno) : "it is shorter than it was");
+            memset(p, 0, part);
+            close(fd);
+            fd = -1;
+        }
+        st = ddl_tl_isend(comm, i, p, part, ddl_tag(comm, seq0 + (uint32_t)k, comm->rank),
+                          &reqs[(*nreq)++]);
+        comm->tl->ops->progress(comm->tl);
+    }
+    if (fd >= 0)
+        close(fd);
+    return st;
+}
+
 /* partner_round: one exchange of partner copies of step sl (have: what
  * every rank reported, vec int64 each: the manifest text's length, then
  * each shard's size).  Rank i with src[i] >= 0 receives the manifest text
- * and its shard from rank src[i], which reads it from ldir (a copy found
- * damaged there goes as zeros: the receiver finds it damaged); this rank's
- * into *rtext and *rimg (*rimg_len bytes; the caller frees them, *rimg with
- * big_free).  Every rank calls it, with the same src. */
+ * and its shard from rank src[i], which reads it from ldir and sends it in
+ * pieces (send_copy; the receiver checks it); this rank's into *rtext and
+ * *rimg (*rimg_len bytes; the caller frees them, *rimg with big_free).
+ * Every rank calls it, with the same src. */
 static ddl_status_t partner_round(ddl_comm_t *comm, const char *ldir, int64_t sl,
-                                  const manifest_t *lm, const char *mtext, size_t mlen,
-                                  const int64_t *have, size_t vec, const int *src, char **rtext,
-                                  void **rimg, size_t *rimg_len)
+                                  const char *mtext, size_t mlen, const int64_t *have,
+                                  size_t vec, const int *src, char **rtext, void **rimg,
+                                  size_t *rimg_len)
 {
     const int n = comm->size, me = comm->rank;
-    const uint32_t seq1 = comm->seq++, seq2 = comm->seq++;
-    void **reqs = calloc(2 * (size_t)n + 2, sizeof *reqs), **imgs = calloc((size_t)n,
-                                                                           sizeof *imgs);
-    char why[ERR_TEXT];
+    size_t most = 1, nreq_max = 2; /* the pieces of the largest copy; the requests */
+    for (int i = 0; i < n; i++)
+        if (src[i] >= 0) {
+            size_t k = pieces((size_t)have[(size_t)src[i] * vec + 1 + (size_t)i]);
+            most = k > most ? k : most;
+            if (src[i] == me || i == me)
+                nreq_max += 1 + k;
+        }
+    const uint32_t seq1 = comm->seq++, seq2 = comm->seq;
+    comm->seq += (uint32_t)most;
+    void **reqs = calloc(nreq_max, sizeof *reqs), **imgs = calloc((size_t)n, sizeof *imgs);
     int nreq = 0;
     ddl_status_t st = DDL_OK;
     if (!reqs || !imgs) {
@@ -1720,26 +1848,22 @@ static ddl_status_t partner_round(ddl_comm_t *comm, const char *ldir, int64_t sl
         }
         (*rtext)[rl] = '\0';
         if ((st = ddl_tl_irecv(comm, *rtext, rl, ddl_tag(comm, seq1, h), &reqs[nreq++])) !=
-                DDL_OK ||
-            (st = ddl_tl_irecv(comm, *rimg, bytes, ddl_tag(comm, seq2, h), &reqs[nreq++])) !=
-                DDL_OK)
+            DDL_OK)
             goto abandon;
+        for (size_t k = 0, off = 0; k < pieces(bytes); k++, off += COPY_PIECE)
+            if ((st = ddl_tl_irecv(comm, (unsigned char *)*rimg + off,
+                                   bytes - off < COPY_PIECE ? bytes - off : COPY_PIECE,
+                                   ddl_tag(comm, seq2 + (uint32_t)k, h), &reqs[nreq++])) !=
+                DDL_OK)
+                goto abandon;
     }
     for (int i = 0; i < n; i++) {
         if (src[i] != me)
             continue;
         size_t len = (size_t)have[(size_t)me * vec + 1 + i];
-        if (load_shard(ldir, sl, i, lm, &imgs[i], why, sizeof why) != (int64_t)len &&
-            (ddl_warn("node-local copy of rank %d's shard, step %" PRId64 ", not used: %s", i,
-                      sl, why),
-             !(imgs[i] = big_alloc(len)))) { /* zeros: the receiver finds it damaged */
-            st = ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner copy", i);
-            goto abandon;
-        }
         if ((st = ddl_tl_isend(comm, i, mtext, mlen, ddl_tag(comm, seq1, me), &reqs[nreq++])) !=
                 DDL_OK ||
-            (st = ddl_tl_isend(comm, i, imgs[i], len, ddl_tag(comm, seq2, me), &reqs[nreq++])) !=
-                DDL_OK)
+            (st = send_copy(comm, ldir, sl, i, len, seq2, &imgs[i], reqs, &nreq)) != DDL_OK)
             goto abandon;
     }
     st = ddl_tl_waitall(comm, reqs, nreq);
@@ -1756,11 +1880,11 @@ out:
 }
 
 /* take_copy: rank me's shard of step sl as received from rank h (its
- * manifest text rtext, the shard rimg of len bytes): checked in memory
- * against that manifest, then stored in ldir for ddl_ckpt_read() without an
- * fsync (the next checkpoint, not this copy, is what a later failure
- * needs).  DDL_CKPT_LEVEL_PARTNER, or DDL_CKPT_LEVEL_NONE with why (and a
- * warning). */
+ * manifest text rtext, the shard rimg of len bytes): the manifest written
+ * into ldir and the shard checked in memory against it (the shard itself is
+ * stored by store_start() once the restore succeeded, without an fsync: the
+ * next checkpoint, not this copy, is what a later failure needs).
+ * DDL_CKPT_LEVEL_PARTNER, or DDL_CKPT_LEVEL_NONE with why (and a warning). */
 static int take_copy(const char *ldir, int64_t sl, int me, int h, const char *rtext,
                      const void *rimg, size_t len, char *why, size_t wlen)
 {
@@ -1768,10 +1892,9 @@ static int take_copy(const char *ldir, int64_t sl, int me, int h, const char *rt
     manifest_t rm;
     ddl_error_t err;
     const char *what = "";
-    char tmp[96], name[32], stepname[32];
+    char tmp[96], stepname[32];
     int dfd = ddl_dir_open(ldir, 1, "node-local checkpoint directory", &err), sfd = -1;
     textf(stepname, sizeof stepname, "step-%08" PRId64, sl);
-    textf(name, sizeof name, "rank-%d.shard", me);
     if (dfd < 0)
         textf(why, wlen, "%s", err.text);
     else if ((mkdirat(dfd, stepname, 0700) < 0 && errno != EEXIST) ||
@@ -1789,16 +1912,14 @@ static int take_copy(const char *ldir, int64_t sl, int me, int h, const char *rt
             check_image(rimg, len, me, sl, rm.crc[me], inner, sizeof inner) < 0)
             textf(why, wlen, "the copy from rank %d: %s", h, me >= rm.world ||
                   len != rm.size[me] ? "its size differs from its manifest's" : inner);
-        else if (write_copy(sfd, name, rimg, len, 0) < 0)
-            textf(why, wlen, "cannot write the partner copy into %s/%s: %s", ldir,
-                  stepname, strerror(errno));
         else
-            lvl = DDL_CKPT_LEVEL_PARTNER;
+            lvl = DDL_CKPT_LEVEL_PARTNER; /* stored by store_start() once restored */
         manifest_free(&rm);
     }
     atomic_nosync = 0;
-    if (lvl != DDL_CKPT_LEVEL_PARTNER)
-        ddl_warn("rank %d: the partner copy from rank %d is not used: %s", me, h, why);
+    if (lvl != DDL_CKPT_LEVEL_PARTNER) /* the sender does not check it: said here */
+        ddl_warn("node-local copy of rank %d's shard, step %" PRId64 ", not used: %s", me, sl,
+                 why);
     if (sfd >= 0)
         close(sfd);
     if (dfd >= 0)
@@ -1826,6 +1947,7 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
                         "or empty");
     const double t_start = mono_ms();
     held_release();
+    store_wait();
     int local = local_dir_resolve(ldir, sizeof ldir);
     if (local < 0)
         return DDL_ERR_INVALID;
@@ -1956,7 +2078,7 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
         goto out;
     for (int i = 0; i < n; i++) /* on its own node (only rank i reports that), or a partner */
         src[i] = have[(size_t)i * vec + 1 + (size_t)i] > 0 ? -2 : holder(comm, have, vec, i);
-    if ((st = partner_round(comm, ldir, sl, &lm, mtext, mlen, have, vec, src, &rtext, &rimg,
+    if ((st = partner_round(comm, ldir, sl, mtext, mlen, have, vec, src, &rtext, &rimg,
                             &rimg_len)) != DDL_OK)
         goto out;
     ddl_debug("restore: partner copies received at %.1f ms", mono_ms() - t_start);
@@ -1982,7 +2104,7 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
         src2[i] = bad[i] ? holder(comm, have, vec, i) : -3;
         again |= src2[i] >= 0;
     }
-    if (again && (st = partner_round(comm, ldir, sl, &lm, mtext, mlen, have, vec, src2, &rtext,
+    if (again && (st = partner_round(comm, ldir, sl, mtext, mlen, have, vec, src2, &rtext,
                                      &rimg, &rimg_len)) != DDL_OK)
         goto out;
     if (src2[me] >= 0)
@@ -2020,9 +2142,12 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
             mimg = NULL;
         } else {
             held.img = rimg, held.len = rimg_len;
-            rimg = NULL;
         }
         pthread_mutex_unlock(&held_mu);
+        if (lvl == DDL_CKPT_LEVEL_PARTNER) {
+            store_start(ldir, sl, me, rimg, rimg_len);
+            rimg = NULL;
+        }
     }
     {
         int32_t l32 = lvl, *lv = malloc(sizeof l32 * (size_t)n);
@@ -2061,6 +2186,7 @@ ddl_status_t ddl_ckpt_begin(ddl_comm_t *comm, const char *dir, int64_t step, int
         return ddl_fail(DDL_ERR_INVALID, "ddl_ckpt_begin: ck is NULL");
     *ckp = NULL;
     held_release(); /* the restore's shard: training has moved on */
+    store_wait();   /* no step directory is stored into while this one cleans up */
     if (!ddl_ctx.initialized)
         return ddl_fail(DDL_ERR_NOT_INITIALIZED, "call ddl_init() before ddl_ckpt_begin()");
     if (!comm || !dir || !*dir)
@@ -2423,6 +2549,7 @@ ddl_status_t ddl_ckpt_read(const char *dir, int64_t step, int rank, const char *
         return ddl_fail(DDL_ERR_INVALID, "checkpoint step %" PRId64 " is negative", step);
     if ((st = held_read(dir, step, rank, name, buf, bytes, got)) != DDL_INPROGRESS)
         return st;
+    store_wait(); /* the file may be the partner copy being stored */
     if ((st = read_manifest(dir, step, &m)) != DDL_OK)
         return st;
     if (rank >= m.world) {

@@ -260,6 +260,7 @@ static int drop_one(const char *p, const struct stat *sb, int flag, struct FTW *
 static void drop(const char *path, const char *also)
 {
     if (rank == 0) {
+        sync(); /* no write-back of an earlier step competes with the reads */
         nftw(path, drop_one, 16, FTW_PHYS);
         if (also)
             nftw(also, drop_one, 16, FTW_PHYS);
@@ -406,7 +407,8 @@ static void partner_mode(const char *dir)
 {
     char local[PATH_MAX], mine[PATH_MAX], mark[PATH_MAX + 32];
     const int half = size / 2, peer = (rank + half) % size;
-    const size_t n = 3u << 20; /* large enough for UCX's rendezvous protocol */
+    const size_t n = 20u << 20; /* 3 pieces of a partner copy on restore (8 MiB each, the last
+                                   one short), each large enough for UCX's rendezvous */
     unsigned char *b = malloc(n), *r = malloc(n);
     ddl_ckpt_t *ck;
     if (size < 2 || size % 2 || !b || !r) {
@@ -467,6 +469,18 @@ static void partner_mode(const char *dir)
            "step 1 restored");
     check(rs == 1 && lvl == (rank < half ? DDL_CKPT_LEVEL_LOCAL : DDL_CKPT_LEVEL_PARTNER),
           rank < half ? "... from this node's directory" : "... from the partner copy");
+    if (rank >= half) { /* the received copy is stored in the background */
+        char copy[PATH_MAX + 64];
+        struct stat a, c;
+        int stored = 0;
+        snprintf(copy, sizeof copy, "%s/local/node-0/step-00000001/rank-%d.shard", dir, rank);
+        for (int i = 0; i < 200 && !stored; i++) { /* at most 10 s */
+            stored = stat(own, &a) == 0 && stat(copy, &c) == 0 && a.st_size == c.st_size;
+            if (!stored)
+                usleep(50000);
+        }
+        check(stored, "node 1: the partner copy is stored in its directory after the restore");
+    }
     check(unlink(own) == 0, "... its shard file removed after the restore");
     size_t sz = 0;
     expect(ddl_ckpt_read(from, 1, rank, "model", NULL, 0, &sz), DDL_OK, "the size, from memory");
