@@ -335,6 +335,13 @@ static int step_path(char *buf, size_t len, const char *dir, int64_t step, const
     return 0;
 }
 
+/* shard_path: where rank's shard of step is under dir (buf: PATH_MAX + 64
+ * bytes is enough for a dir shorter than PATH_MAX). */
+static void shard_path(char *buf, size_t len, const char *dir, int64_t step, int rank)
+{
+    textf(buf, len, "%s/step-%08" PRId64 "/rank-%d.shard", dir, step, rank);
+}
+
 /* write_file_atomic: a fresh NAME.tmp.XXXXXXXXXXXX in dfd (mode 0600, no
  * link followed), fsync, renamed to name, fsync of dfd.  errors: -1 with
  * errno, *what naming the failing step and tmp the temporary name. */
@@ -1686,7 +1693,7 @@ static int64_t load_shard(const char *dir, int64_t step, int rank, const manifes
     unsigned char *b = NULL;
     if (img)
         *img = NULL;
-    textf(path, sizeof path, "%s/step-%08" PRId64 "/rank-%d.shard", dir, step, rank);
+    shard_path(path, sizeof path, dir, step, rank);
     if (rank >= m->world) {
         textf(why, wlen, "step %" PRId64 " in %s has %d shards", step, dir, m->world);
         return 0;
@@ -1778,7 +1785,7 @@ static ddl_status_t send_copy(ddl_comm_t *comm, const char *ldir, int64_t sl, in
     ddl_status_t st = DDL_OK;
     if (!(*img = big_alloc(len)))
         return ddl_fail(DDL_ERR_NOMEM, "out of memory for rank %d's partner copy", i);
-    textf(path, sizeof path, "%s/step-%08" PRId64 "/rank-%d.shard", ldir, sl, i);
+    shard_path(path, sizeof path, ldir, sl, i);
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != len) {
         ddl_warn("node-local copy of rank %d's shard, step %" PRId64 ", not used: %s: %s", i, sl,
@@ -2063,7 +2070,7 @@ ddl_status_t ddl_ckpt_restore(ddl_comm_t *comm, const char *dir, int64_t *step, 
             char sp[PATH_MAX + 64];
             if (i != me && (owner_here || i % nl != pl))
                 continue; /* another rank of this node reports it */
-            textf(sp, sizeof sp, "%s/step-%08" PRId64 "/rank-%d.shard", ldir, sl, i);
+            shard_path(sp, sizeof sp, ldir, sl, i);
             errno = 0;
             if (stat(sp, &sb) == 0 && (uint64_t)sb.st_size == lm.size[i])
                 mine[1 + i] = sb.st_size;
@@ -2557,7 +2564,7 @@ ddl_status_t ddl_ckpt_read(const char *dir, int64_t step, int rank, const char *
                       "rank %d", step, m.world, rank);
         goto out;
     }
-    textf(path, sizeof path, "%s/step-%08" PRId64 "/rank-%d.shard", dir, step, rank);
+    shard_path(path, sizeof path, dir, step, rank);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
     if (fd < 0 || fstat(fd, &sb) < 0) {

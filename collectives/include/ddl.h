@@ -867,9 +867,9 @@ ddl_status_t ddl_ckpt_read(const char *dir, int64_t step, int rank, const char *
  * a newer one; each rank's shard is taken from its own node if a valid copy
  * is there, else from a node holding a valid partner copy (sent over the
  * transport, and stored in this node's directory by a thread of libddl
- * after the restore returns), else from dir.  Every
- * copy is checked in full (sizes, structure, every CRC-32C) before it is
- * used; a damaged or missing copy falls through to the next level.  A
+ * after the restore returns), else from dir.  Every copy is checked in
+ * full (sizes, structure, every CRC-32C) before it is used; a damaged or
+ * missing copy falls through to the next level.  A
  * world larger than the newest node-local checkpoint's (it grew since, a
  * node taken back) restores from dir's newest checkpoint, every shard
  * there; comm ranks beyond that checkpoint's shards have none of their own
