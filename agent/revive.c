@@ -18,8 +18,10 @@
  * it at the next checkpoint.  The first try comes REVIVE_FIRST_MS after the
  * loss (a node that froze or was cut off comes back by itself sooner), then
  * REVIVE_RETRY_MS after each srun that ended with the node still lost,
- * doubling up to REVIVE_RETRY_MAX_MS (srun fails at once while the node's
- * slurmd is down), for REVIVE_GIVE_UP_MS at most; an srun whose
+ * doubling up to REVIVE_RETRY_MAX_MS, for REVIVE_GIVE_UP_MS at most (an
+ * srun started while the node is down does not fail at once: Slurm 22.05's
+ * launch waits for the node's slurmd, and the srun starts the node's part
+ * once it is back; t0042 starts n3's slurmd 2 s after it); an srun whose
  * node has not come back within REVIVE_WAIT_MS is stopped, and so is the srun
  * of a node lost again (its tasks are gone; srun would wait for them).  A node that came
  * back more than DDL_NODE_RETAKES times is started all the same: it is

@@ -16,9 +16,10 @@
 # agent asks to be taken back; the world grows back, with the weights of the
 # same plain step; at the end n3's new agent cancels the first step, whose
 # srun would otherwise wait for n3's lost tasks, and srun exits 0.  And n3
-# restarting twice with DDL_NODE_RETAKES=1: started again both times, taken
-# back once, the second time linked but never given ranks.  Skips like t0015
-# (root, Slurm, plugin, fmnist and its data).
+# restarting twice with DDL_NODE_RETAKES=1: started again both times (the
+# second time its slurmd starts only 2 s after the leader's srun, which
+# waits for it), taken back once, the second time linked but never given
+# ranks.  Skips like t0015 (root, Slurm, plugin, fmnist and its data).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 . "$top_srcdir/tests/slurm/lib-cluster.sh"
 DATA=${DDL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
@@ -97,7 +98,11 @@ t_is "$(t_checksums "$T_TMP/twice.out" | cut -d' ' -f1)" 4 "... the step ends on
 # --- n3 crashes and restarts: started again by the leader, taken back -----------------
 # reboot NAME TIMES [SRUN-OPTIONS]: train NAME (--limit LIMIT); TIMES times:
 # crash n3, start its slurmd again a second later, and wait until the world
-# has grown back onto it or it is linked without ranks; srun's status.
+# has grown back onto it or it is linked without ranks; srun's status.  The
+# k-th time, if the k-th word of DOWN is "srun": start n3's slurmd only 2 s
+# after the leader's k-th srun to start n3's part again (5 s after the loss),
+# and say in $T_TMP/NAME.early how many such sruns had started by then.
+sruns() { grep -c "is lost: starting its part of the step again there" "$T_TMP/$1.err"; }
 reboot() {
     name=$1 times=$2
     shift 2
@@ -112,7 +117,14 @@ reboot() {
     k=0
     while [ $((k += 1)) -le "$times" ]; do
         cl_crash n3
-        sleep 1
+        if [ "$(echo "${DOWN:-}" | cut -d' ' -s -f"$k")" = srun ]; then
+            i=0
+            while [ $((i += 1)) -lt 300 ] && [ "$(sruns "$name")" -lt "$k" ]; do sleep 0.1; done
+            sleep 2
+            sruns "$name" >"$T_TMP/$name.early"
+        else
+            sleep 1
+        fi
         sh "$CLUSTER" reboot "$CL_DIR" n3 >/dev/null 2>&1
         i=0
         while [ $((i += 1)) -lt 600 ] &&
@@ -145,12 +157,14 @@ cl_clean "restart: no fmnist-train, ddl-launch or ddl-agent left on the nodes"
 
 LIMIT=30000
 export DDL_NODE_RETAKES=1
+DOWN="1 srun" # the second time, n3's slurmd is still down when the leader's srun starts
 reboot restart2 2 --ddl-restarts=3
 rc=$?
-unset DDL_NODE_RETAKES
+unset DDL_NODE_RETAKES DOWN
 t_status $rc 0 "n3 crashed and restarted twice, DDL_NODE_RETAKES=1: srun exits 0" "$T_TMP/restart2.err"
-t_is "$(grep -c "is lost: starting its part of the step again there" "$T_TMP/restart2.err")" 2 \
-    "... the leader started n3's part again after each loss"
+t_is "$(cat "$T_TMP/restart2.early")" 2 "... the second time, the leader's srun started 2 s before n3's slurmd"
+t_is "$(sruns restart2)" 2 \
+    "... the leader started n3's part again once after each loss (that srun waited for n3's slurmd)"
 t_is "$(leader "the world grows back to" restart2)" 1 "... the world grew back once"
 t_like "$T_TMP/restart2.err" "node 2 \(n3\) came back after a loss, 2 times: more than DDL_NODE_RETAKES=1, so it is linked but never given ranks again" \
     "... the second return is linked, never given ranks"
