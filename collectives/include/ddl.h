@@ -869,10 +869,10 @@ ddl_status_t ddl_ckpt_read(const char *dir, int64_t step, int rank, const char *
  * transport, and stored in this node's directory by a thread of libddl
  * after the restore returns), else from dir.  Every copy is checked in
  * full (sizes, structure, every CRC-32C) before it is used; a damaged or
- * missing copy falls through to the next level.  A
- * world larger than the newest node-local checkpoint's (it grew since, a
- * node taken back) restores from dir's newest checkpoint, every shard
- * there; comm ranks beyond that checkpoint's shards have none of their own
+ * missing copy falls through to the next level.  A world larger than the
+ * newest node-local checkpoint's (it grew since, a node taken back)
+ * restores from dir's newest checkpoint, every shard there; comm ranks
+ * beyond that checkpoint's shards have none of their own
  * (ddl_ckpt_read() says DDL_ERR_INVALID for them): a program whose state is
  * the same on every rank takes another rank's, as examples/fmnist does.
  * On success *step is the step (-1: no checkpoint at any level), from

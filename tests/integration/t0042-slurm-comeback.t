@@ -99,9 +99,9 @@ t_is "$(t_checksums "$T_TMP/twice.out" | cut -d' ' -f1)" 4 "... the step ends on
 # reboot NAME TIMES [SRUN-OPTIONS]: train NAME (--limit LIMIT); TIMES times:
 # crash n3, start its slurmd again a second later, and wait until the world
 # has grown back onto it or it is linked without ranks; srun's status.  The
-# k-th time, if the k-th word of DOWN is "srun": start n3's slurmd only 2 s
-# after the leader's k-th srun to start n3's part again (5 s after the loss),
-# and say in $T_TMP/NAME.early how many such sruns had started by then.
+# LATE-th time: start n3's slurmd only 2 s after the leader's LATE-th srun
+# to start n3's part again (5 s after the loss), and say in $T_TMP/NAME.early
+# how many such sruns had started by then.
 sruns() { grep -c "is lost: starting its part of the step again there" "$T_TMP/$1.err"; }
 reboot() {
     name=$1 times=$2
@@ -117,7 +117,7 @@ reboot() {
     k=0
     while [ $((k += 1)) -le "$times" ]; do
         cl_crash n3
-        if [ "$(echo "${DOWN:-}" | cut -d' ' -s -f"$k")" = srun ]; then
+        if [ "$k" = "${LATE:-0}" ]; then
             i=0
             while [ $((i += 1)) -lt 300 ] && [ "$(sruns "$name")" -lt "$k" ]; do sleep 0.1; done
             sleep 2
@@ -157,10 +157,10 @@ cl_clean "restart: no fmnist-train, ddl-launch or ddl-agent left on the nodes"
 
 LIMIT=30000
 export DDL_NODE_RETAKES=1
-DOWN="1 srun" # the second time, n3's slurmd is still down when the leader's srun starts
+LATE=2 # the second time, n3's slurmd is still down when the leader's srun starts
 reboot restart2 2 --ddl-restarts=3
 rc=$?
-unset DDL_NODE_RETAKES DOWN
+unset DDL_NODE_RETAKES LATE
 t_status $rc 0 "n3 crashed and restarted twice, DDL_NODE_RETAKES=1: srun exits 0" "$T_TMP/restart2.err"
 t_is "$(cat "$T_TMP/restart2.early")" 2 "... the second time, the leader's srun started 2 s before n3's slurmd"
 t_is "$(sruns restart2)" 2 \
