@@ -75,6 +75,11 @@ typedef struct {
     uint32_t node_retakes;     /* a lost node whose agent comes back is taken back as a
                                 * spare this many times (DDL_NODE_RETAKES); later returns
                                 * are linked but never given ranks */
+    int revive_wait_s;         /* under Slurm, the leader's srun for a lost node is stopped
+                                * when the node is not back this long after its start
+                                * (DDL_REVIVE_WAIT_S) */
+    int revive_give_up_s;      /* ... and none is started this long after the loss
+                                * (DDL_REVIVE_GIVE_UP_S; 0: never one) */
     int ddlrun_names;          /* reports name ddlrun's options (--restarts), not srun's
                                 * (--ddl-restarts): --option-names ddlrun */
     const char *host;          /* this node's name in reports (NULL: the host name);

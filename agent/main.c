@@ -201,6 +201,12 @@ static int cmd_serve(int argc, char **argv)
     if (ddl_env_long(DDLENV_DDL_NODE_RETAKES, &v, &err) < 0)
         return bad("serve: %s", err.text);
     o.node_retakes = (uint32_t)v;
+    if (ddl_env_long(DDLENV_DDL_REVIVE_WAIT_S, &v, &err) < 0)
+        return bad("serve: %s", err.text);
+    o.revive_wait_s = (int)v;
+    if (ddl_env_long(DDLENV_DDL_REVIVE_GIVE_UP_S, &v, &err) < 0)
+        return bad("serve: %s", err.text);
+    o.revive_give_up_s = (int)v;
     if (ddl_env_long(DDLENV_DDL_CUT_OFF_WAIT_S, &v, &err) < 0)
         return bad("serve: %s", err.text);
     o.cut_off_wait_s = (int)v;

@@ -18,12 +18,14 @@
  * it at the next checkpoint.  The first try comes REVIVE_FIRST_MS after the
  * loss (a node that froze or was cut off comes back by itself sooner), then
  * REVIVE_RETRY_MS after each srun that ended with the node still lost,
- * doubling up to REVIVE_RETRY_MAX_MS, for REVIVE_GIVE_UP_MS at most (an
+ * doubling up to REVIVE_RETRY_MAX_MS, for DDL_REVIVE_GIVE_UP_S at most (an
  * srun started while the node is down does not fail at once: Slurm 22.05's
  * launch waits for the node's slurmd, and the srun starts the node's part
  * once it is back; t0042 starts n3's slurmd 2 s after it); an srun whose
- * node has not come back within REVIVE_WAIT_MS is stopped, and so is the srun
- * of a node lost again (its tasks are gone; srun would wait for them).  A node that came
+ * node has not come back within DDL_REVIVE_WAIT_S is stopped, and so is the
+ * srun of a node lost again (its tasks are gone; srun would wait for them),
+ * and at the end of the step every srun whose node is not back (the leader
+ * exits only once they have ended).  A node that came
  * back more than DDL_NODE_RETAKES times is started all the same: it is
  * linked but never given ranks, and at the end it releases the old step
  * (below), which nothing else could.
@@ -52,8 +54,6 @@
 #define REVIVE_FIRST_MS 5000      /* after the loss: the first srun */
 #define REVIVE_RETRY_MS 10000     /* after an srun that ended with the node still lost, */
 #define REVIVE_RETRY_MAX_MS 60000 /* doubling up to this */
-#define REVIVE_WAIT_MS 60000      /* an srun whose node is not back by then is stopped */
-#define REVIVE_GIVE_UP_MS 600000  /* no more tries this long after the loss */
 #define REVIVE_KILL_MS 10000     /* SIGKILL to an srun this long after its SIGTERM */
 #define REVIVE_SCAN_MS 1000      /* the leader looks at its lost nodes this often */
 #define REVIVE_RELEASE_MS 2000    /* the old step cancelled this long after the leader left */
@@ -119,6 +119,11 @@ void revive_init(agent_t *a)
     if (!o->supervise || o->nnodes < 2 || !a->w.node_rank || !job ||
         !*job || o->parent_pid <= 0)
         return;
+    if (!o->revive_give_up_s) {
+        ddl_debug("node %u: DDL_REVIVE_GIVE_UP_S=0: a lost node that restarts is not started "
+                  "again", o->node_id);
+        return;
+    }
     if (parent_command(a) < 0 || !(a->rv = calloc(o->nnodes, sizeof *a->rv))) {
         ddl_debug("node %u: the step's command is unknown: a lost node that restarts is not "
                   "started again", o->node_id);
@@ -243,7 +248,7 @@ static int spawn(agent_t *a, uint32_t n)
     r->pid = pid;
     r->back0 = a->retaken[n];
     r->tries++;
-    r->stop_at = ddl_now_ms() + REVIVE_WAIT_MS;
+    r->stop_at = ddl_now_ms() + (int64_t)o->revive_wait_s * 1000;
     ddl_warn("generation %u: node %u (%s) is lost: starting its part of the step again there, "
              "in case it restarted (srun --jobid=%s --overlap -w %s, pid %d, try %u)", a->gen, n,
              host, a->revive_job, host, (int)pid, r->tries);
@@ -280,7 +285,8 @@ int64_t revive_check(agent_t *a)
             r->since = 0;
             r->tries = 0;
             r->gave_up = 0;
-            r->linked |= r->pid > 0; /* its srun now runs the node's part of the step */
+            if (a->peers[n].state != DDL_PEER_LOST) /* back, not the step's end */
+                r->linked |= r->pid > 0; /* its srun now runs the node's part of the step */
         }
         /* taken back since its srun started, and maybe lost again before
          * this look (a look comes once a second): the retake count says so */
@@ -303,7 +309,16 @@ int64_t revive_check(agent_t *a)
                 r->linked = 0;
                 r->sig = 0;
             } else {
-                if (lost && !r->sig && (r->linked || now >= r->stop_at)) {
+                if (!lost && !r->linked && !r->sig) {
+                    /* the step ends (or another agent leads): nothing waits for the node */
+                    ddl_warn("node %u (%s): %s: stopping the srun that would start it again "
+                             "(pid %d; the node is not back)", n, a->peers[n].host,
+                             a->final ? "the step ends" : "this agent no longer leads",
+                             (int)r->pid);
+                    kill(r->pid, SIGTERM);
+                    r->sig = SIGTERM;
+                    r->stop_at = now + REVIVE_KILL_MS;
+                } else if (lost && !r->sig && (r->linked || now >= r->stop_at)) {
                     /* lost again, its tasks with it: Slurm's srun would wait for them */
                     if (r->linked)
                         ddl_warn("node %u (%s) is lost again: stopping the srun that started it "
@@ -311,7 +326,7 @@ int64_t revive_check(agent_t *a)
                     else
                         ddl_warn("node %u (%s): not back %d s after its srun started: stopping "
                                  "that srun (pid %d)", n, a->peers[n].host,
-                                 REVIVE_WAIT_MS / 1000, (int)r->pid);
+                                 o->revive_wait_s, (int)r->pid);
                     if (r->linked) { /* a new loss: its own first try, its own clock */
                         r->since = now;
                         r->next = now + REVIVE_FIRST_MS;
@@ -330,10 +345,11 @@ int64_t revive_check(agent_t *a)
         }
         if (!lost || !a->peers[n].host[0])
             continue;
-        if (now - r->since >= REVIVE_GIVE_UP_MS) {
+        if (now - r->since >= (int64_t)o->revive_give_up_s * 1000) {
             if (!r->gave_up)
                 ddl_warn("node %u (%s): still lost %d s after its loss: no more tries to start "
-                         "it again", n, a->peers[n].host, REVIVE_GIVE_UP_MS / 1000);
+                         "it again (DDL_REVIVE_GIVE_UP_S)", n, a->peers[n].host,
+                         o->revive_give_up_s);
             r->gave_up = 1;
             continue;
         }
@@ -360,6 +376,9 @@ int revive_release(agent_t *a)
 {
     const ddl_agent_opts_t *o = a->opts;
     int64_t now = ddl_now_ms();
+    for (uint32_t n = 0; a->rv && n < o->nnodes; n++)
+        if (a->rv[n].pid > 0 && !a->rv[n].linked)
+            return 0; /* stopped by revive_check, not reaped yet */
     if (!o->rejoin || !a->final || a->released || !slurm_step(o->step))
         return 1;
     if (a->up && now < a->final_at + 10000)

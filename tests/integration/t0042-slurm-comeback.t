@@ -19,7 +19,13 @@
 # restarting twice with DDL_NODE_RETAKES=1: started again both times (the
 # second time its slurmd starts only 2 s after the leader's srun, which
 # waits for it), taken back once, the second time linked but never given
-# ranks.  Skips like t0015 (root, Slurm, plugin, fmnist and its data).
+# ranks.  Then n3 crashed for good, with DDL_REVIVE_WAIT_S=3 and
+# DDL_REVIVE_GIVE_UP_S=15: the leader's srun for n3 is stopped 3 s after
+# its start, and 15 s after the loss, before a second try (10 s after the
+# first ended), the leader gives up; the step ends on 4 ranks.  And the step
+# stopped (SIGUSR1 to srun, exit 94) while the leader's srun for the crashed
+# n3 waits: the leader stops it.  Skips like t0015 (root, Slurm, plugin,
+# fmnist and its data).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 . "$top_srcdir/tests/slurm/lib-cluster.sh"
 DATA=${DDL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
@@ -170,5 +176,54 @@ t_like "$T_TMP/restart2.err" "node 2 \(n3\) came back after a loss, 2 times: mor
     "... the second return is linked, never given ranks"
 t_is "$(t_checksums "$T_TMP/restart2.out" | cut -d' ' -f1)" 4 "... the step ends on 4 ranks, which agree"
 
-cl_clean "no fmnist-train, ddl-launch or ddl-agent left on the nodes"
+cl_clean "restart2: no fmnist-train, ddl-launch or ddl-agent left on the nodes"
+
+# --- n3 crashes for good: the leader's srun stopped, then no more tries -------------------
+# gone NAME LIMIT [SRUN-OPTIONS]: train NAME (--limit LIMIT); crash n3 after
+# the first checkpoint and leave it down
+gone() {
+    name=$1 limit=$2
+    shift 2
+    ck="$CK-$name"
+    # shellcheck disable=SC2086 # ARGS: several words
+    DDL_LOG_LEVEL=info timeout -k 5 240 srun --mpi=pmix -N3 --ntasks-per-node=2 --ddl \
+        --ddl-restarts=2 --ddl-min-nodes=2 --no-kill --ddl-checkpoint-dir="$ck" -J "$T_TOKEN" \
+        "$@" "$FMNIST" $ARGS --limit "$limit" --checkpoint-dir "$ck" >"$T_TMP/$name.out" \
+        2>"$T_TMP/$name.err" &
+    run=$!
+    t_wait_file "$ck/latest" 90
+    cl_crash n3
+}
+# its srun (first try 5 s after the loss) stopped 3 s later; no try started
+# 15 s after the loss, when the next would have come 10 s after the first
+# ended; the step goes on with 4 ranks for another 10 s or so
+DDL_REVIVE_WAIT_S=3 DDL_REVIVE_GIVE_UP_S=15 gone giveup 30000
+wait $run
+t_status $? 0 "n3 crashed for good, DDL_REVIVE_WAIT_S=3, DDL_REVIVE_GIVE_UP_S=15: srun exits 0" \
+    "$T_TMP/giveup.err"
+t_like "$T_TMP/giveup.err" "node 2 \(n3\): not back 3 s after its srun started: stopping that srun \(pid [0-9]+\)" \
+    "... the leader stops its srun for n3 3 s after starting it"
+t_like "$T_TMP/giveup.err" "node 2 \(n3\): srun to start it again \(try 1\) .* before the node came back; next try in 10 s" \
+    "... that srun ends; the next try would come 10 s later"
+t_like "$T_TMP/giveup.err" "node 2 \(n3\): still lost 15 s after its loss: no more tries to start it again \(DDL_REVIVE_GIVE_UP_S\)" \
+    "... 15 s after the loss the leader gives up"
+t_is "$(sruns giveup)" 1 "... one srun in all"
+t_is "$(t_checksums "$T_TMP/giveup.out" | cut -d' ' -f1)" 4 "... the step ends on 4 ranks, which agree"
+t_is "$(cl_procs srun)" 0 "... no srun left on the nodes"
+cl_clean "giveup: no fmnist-train, ddl-launch or ddl-agent left on the nodes that are up"
+
+# the step stopped (SIGUSR1 to srun) while the leader's srun for n3 waits
+# for the node: the leader stops that srun and exits only once it has ended
+cl_restart
+gone stopped 60000
+i=0
+while [ $((i += 1)) -lt 300 ] && [ "$(sruns stopped)" -lt 1 ]; do sleep 0.1; done
+pkill -USR1 -P "$run" -x srun
+wait $run
+t_status $? 94 "n3 crashed for good, the step stopped while the leader's srun for n3 waits: srun exits 94" \
+    "$T_TMP/stopped.err"
+t_like "$T_TMP/stopped.err" "node 2 \(n3\): the step ends: stopping the srun that would start it again \(pid [0-9]+; the node is not back\)" \
+    "... the leader stops its srun for n3"
+t_is "$(cl_procs srun)" 0 "... no srun left on the nodes"
+cl_clean "stopped: no fmnist-train, ddl-launch or ddl-agent left on the nodes that are up"
 t_done
