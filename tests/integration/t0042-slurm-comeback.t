@@ -19,7 +19,11 @@
 # restarting twice with DDL_NODE_RETAKES=1: started again both times (the
 # second time its slurmd starts only 2 s after the leader's srun, which
 # waits for it), taken back once, the second time linked but never given
-# ranks.  Then n3 crashed for good, with DDL_REVIVE_WAIT_S=3 and
+# ranks.  Then n1, the leader's node, crashes and restarts: n2 takes over
+# and starts n1's part again; then n2 crashes and restarts: n1's new agent
+# leads and starts n2's part again; the world grows back both times, with
+# the weights of a plain step resumed from the second grow's checkpoint.
+# Then n3 crashed for good, with DDL_REVIVE_WAIT_S=3 and
 # DDL_REVIVE_GIVE_UP_S=15: the leader's srun for n3 is stopped 3 s after
 # its start, and 15 s after the loss, before a second try (10 s after the
 # first ended), the leader gives up; the step ends on 4 ranks.  And the step
@@ -177,6 +181,47 @@ t_like "$T_TMP/restart2.err" "node 2 \(n3\) came back after a loss, 2 times: mor
 t_is "$(t_checksums "$T_TMP/restart2.out" | cut -d' ' -f1)" 4 "... the step ends on 4 ranks, which agree"
 
 cl_clean "restart2: no fmnist-train, ddl-launch or ddl-agent left on the nodes"
+
+# --- the leader's node restarts, then the new leader's: a restarted node leads ------------
+# n1 (the leader's node) crashes and restarts: n2 takes over and starts
+# n1's part again; the world grows back; then n2 crashes and restarts: n1's
+# new agent, whose command line is ddl-launch --rejoin -- COMMAND, leads and
+# starts n2's part again; the world grows back again.  n1's new agent
+# reaches srun's output through n2's srun, which ends with n2: from then on
+# the decisions show as node 2's repeats ("node 2: generation N: ...").
+ck="$CK-lead"
+# shellcheck disable=SC2086 # ARGS: several words
+DDL_LOG_LEVEL=info timeout -k 5 240 srun --mpi=pmix -N3 --ntasks-per-node=2 --ddl \
+    --ddl-restarts=4 --ddl-min-nodes=2 --no-kill --ddl-checkpoint-dir="$ck" -J "$T_TOKEN" \
+    "$FMNIST" $ARGS --limit 60000 --checkpoint-dir "$ck" >"$T_TMP/lead.out" 2>"$T_TMP/lead.err" &
+run=$!
+t_wait_file "$ck/latest" 90
+for n in 1 2; do
+    cl_crash "n$n"
+    sleep 1
+    sh "$CLUSTER" reboot "$CL_DIR" "n$n" >/dev/null 2>&1
+    i=0
+    while [ $((i += 1)) -lt 600 ] && ! grep -q "the world grows back to 3 nodes, 6 ranks (node $((n - 1)) (n$n) taken back)" "$T_TMP/lead.err"; do
+        sleep 0.1
+    done
+done
+wait $run
+t_status $? 0 "n1 (the leader's node) crashed and restarted, then n2 (the next leader's): srun exits 0" \
+    "$T_TMP/lead.err"
+t_like "$T_TMP/lead.err" "generation 0: node 1 \(n2\) takes over as the leader" "... n2 takes over from n1"
+t_like "$T_TMP/lead.err" "generation 1: node 0 \(n1\) is lost: starting its part of the step again there, in case it restarted \(srun --jobid=[0-9]+ --overlap -w n1" \
+    "... and starts n1's part again"
+t_like "$T_TMP/lead.err" "the world grows back to 3 nodes, 6 ranks \(node 0 \(n1\) taken back\)" \
+    "... the world grows back onto n1"
+t_like "$T_TMP/lead.err" "generation [0-9]+: node 2 follows node 0 \([0-9.:]+\), the new leader" \
+    "... n2 lost: n1's new agent leads"
+t_like "$T_TMP/lead.err" "node 2: generation [0-9]+: the world grows back to 3 nodes, 6 ranks \(node 1 \(n2\) taken back\)" \
+    "... it starts n2's part again and the world grows back onto n2"
+t_is "$(t_checksums "$T_TMP/lead.out" | cut -d' ' -f1)" 6 "... the step ends on 6 ranks, which agree"
+ARGS="$ARGS --limit 60000" cl_grown_ref "$T_TMP/lead.err" "$ck" "$CK-lref"
+t_is "$(t_checksums "$T_TMP/lead.out")" "$(t_checksums "$T_TMP/ref.out")" \
+    "... with the weights of a plain step resumed from the second grow's checkpoint, bit for bit"
+cl_clean "lead: no fmnist-train, ddl-launch or ddl-agent left on the nodes"
 
 # --- n3 crashes for good: the leader's srun stopped, then no more tries -------------------
 # gone NAME LIMIT [SRUN-OPTIONS]: train NAME (--limit LIMIT); crash n3 after

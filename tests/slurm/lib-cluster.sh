@@ -13,7 +13,7 @@
 #   cl_procs NAME             processes named NAME on the nodes that are up
 #   cl_grown_ref ERR CK REF   a plain step of 3 nodes x 2 tasks resumed from a copy
 #                             (in REF) of CK's checkpoint at which the world grew
-#                             back (ERR says which): fmnist-train $ARGS, output in
+#                             back last (ERR says which): fmnist-train $ARGS, output in
 #                             $T_TMP/ref.out and ref.err; checks its exit status
 #
 # The EXIT trap stops the cluster; lib.sh's t_cleanup runs after it.
@@ -140,7 +140,7 @@ cl_clean() {
 
 cl_grown_ref() {
     s=$(sed -n 's/.*the world grows back.*resumes from the checkpoint of step \([0-9]*\)$/\1/p' "$1" |
-        head -n 1)
+        tail -n 1)
     mkdir -p "$3"
     cp -r "$2/step-$(printf %08d "${s:-0}")" "$3/" 2>/dev/null
     echo "${s:-0}" >"$3/latest"
