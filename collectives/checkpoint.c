@@ -1004,21 +1004,29 @@ static int node_leader(const ddl_comm_t *comm)
     return comm->rank;
 }
 
-/* write_copy: a received shard image as name in the step directory, fsync'd
- * if sync. */
+/* write_copy: a received shard image as name in the step directory,
+ * fsync'd if sync: written under a temporary name (NAME.tmp.XXXXXXXXXXXX)
+ * and renamed, so that a process that ends inside the write (killed, or an
+ * exit without ddl_finalize() while the restore's copy is stored) leaves no
+ * partial shard under its name, only a temporary file that goes with the
+ * step directory. */
 static int write_copy(int stepfd, const char *name, const void *img, size_t len, int sync)
 {
-    int fd = openat(stepfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    char prefix[48], tmp[80];
+    textf(prefix, sizeof prefix, "%s.tmp", name);
+    int fd = ddl_tmp_openat(stepfd, prefix, tmp, sizeof tmp);
     if (fd < 0)
         return -1;
-    if (write_all(fd, img, len) < 0 || (sync && fsync(fd) < 0)) {
-        int e = errno;
-        close(fd);
-        unlinkat(stepfd, name, 0);
+    int rc = write_all(fd, img, len) < 0 || (sync && fsync(fd) < 0) ? -1 : 0, e = errno;
+    if (close(fd) < 0 && rc == 0)
+        rc = -1, e = errno;
+    if (rc == 0 && renameat(stepfd, tmp, stepfd, name) < 0)
+        rc = -1, e = errno;
+    if (rc < 0) {
+        unlinkat(stepfd, tmp, 0);
         errno = e;
-        return -1;
     }
-    return close(fd);
+    return rc;
 }
 
 static pthread_mutex_t store_mu = PTHREAD_MUTEX_INITIALIZER; /* running, the join */
