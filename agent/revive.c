@@ -24,9 +24,9 @@
  * once it is back; t0042 starts n3's slurmd 2 s after it); an srun whose
  * node has not come back within DDL_REVIVE_WAIT_S is stopped, and so is the
  * srun of a node lost again (its tasks are gone; srun would wait for them),
- * and at the end of the step every srun whose node is not back (the leader
- * exits only once they have ended).  A node that came
- * back more than DDL_NODE_RETAKES times is started all the same: it is
+ * and, at the end of the step, every srun whose node is not back (the
+ * leader exits only once they have ended).  A node that came back more
+ * than DDL_NODE_RETAKES times is started all the same: it is
  * linked but never given ranks, and at the end it releases the old step
  * (below), which nothing else could.
  *

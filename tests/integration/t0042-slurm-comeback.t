@@ -144,6 +144,16 @@ reboot() {
     done
     wait $run
 }
+# grew_back NAME LIMIT: the step NAME (--limit LIMIT) ended on 6 ranks with
+# the weights of a plain step resumed from its last grow's checkpoint, and
+# left nothing on the nodes (4 test points)
+grew_back() {
+    t_is "$(t_checksums "$T_TMP/$1.out" | cut -d' ' -f1)" 6 "... the step ends on 6 ranks, which agree"
+    ARGS="$ARGS --limit $2" cl_grown_ref "$T_TMP/$1.err" "$CK-$1" "$CK-$1-ref"
+    t_is "$(t_checksums "$T_TMP/$1.out")" "$(t_checksums "$T_TMP/ref.out")" \
+        "... with the weights of a plain step resumed from the last grow's checkpoint, bit for bit"
+    cl_clean "$1: no fmnist-train, ddl-launch or ddl-agent left on the nodes"
+}
 LIMIT=20000
 reboot restart 1 --ddl-restarts=2
 t_status $? 0 "n3 crashed and restarted after the first checkpoint: srun exits 0" "$T_TMP/restart.err"
@@ -159,11 +169,7 @@ t_like "$T_TMP/restart.err" "generation 1: the world grows back to 3 nodes, 6 ra
     "... the world grows back at the next checkpoint"
 t_like "$T_TMP/restart.err" "node 2: the step ended; cancelling Slurm step [0-9]+\.0, whose srun still waits for this node's tasks from before its restart" \
     "... at the end n3's new agent releases the first step"
-t_is "$(t_checksums "$T_TMP/restart.out" | cut -d' ' -f1)" 6 "... the step ends on 6 ranks, which agree"
-ARGS="$ARGS --limit $LIMIT" cl_grown_ref "$T_TMP/restart.err" "$ck" "$CK-rref"
-t_is "$(t_checksums "$T_TMP/restart.out")" "$(t_checksums "$T_TMP/ref.out")" \
-    "... with the weights of the step that grew back, bit for bit"
-cl_clean "restart: no fmnist-train, ddl-launch or ddl-agent left on the nodes"
+grew_back restart "$LIMIT"
 
 LIMIT=30000
 export DDL_NODE_RETAKES=1
@@ -217,11 +223,7 @@ t_like "$T_TMP/lead.err" "generation [0-9]+: node 2 follows node 0 \([0-9.:]+\),
     "... n2 lost: n1's new agent leads"
 t_like "$T_TMP/lead.err" "node 2: generation [0-9]+: the world grows back to 3 nodes, 6 ranks \(node 1 \(n2\) taken back\)" \
     "... it starts n2's part again and the world grows back onto n2"
-t_is "$(t_checksums "$T_TMP/lead.out" | cut -d' ' -f1)" 6 "... the step ends on 6 ranks, which agree"
-ARGS="$ARGS --limit 60000" cl_grown_ref "$T_TMP/lead.err" "$ck" "$CK-lref"
-t_is "$(t_checksums "$T_TMP/lead.out")" "$(t_checksums "$T_TMP/ref.out")" \
-    "... with the weights of a plain step resumed from the second grow's checkpoint, bit for bit"
-cl_clean "lead: no fmnist-train, ddl-launch or ddl-agent left on the nodes"
+grew_back lead 60000
 
 # --- n3 crashes for good: the leader's srun stopped, then no more tries -------------------
 # gone NAME LIMIT [SRUN-OPTIONS]: train NAME (--limit LIMIT); crash n3 after
