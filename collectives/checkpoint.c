@@ -190,6 +190,7 @@ static struct {
     const unsigned char *img; /* NULL once the thread is done with it */
     size_t len;
     int free_img; /* held released it meanwhile: the thread frees it */
+    int die;      /* DDL_CKPT_FAULT=store for this rank */
 } store;
 
 static void held_release_locked(void)
@@ -1010,13 +1011,19 @@ static int node_leader(const ddl_comm_t *comm)
  * exit without ddl_finalize() while the restore's copy is stored) leaves no
  * partial shard under its name, only a temporary file that goes with the
  * step directory. */
-static int write_copy(int stepfd, const char *name, const void *img, size_t len, int sync)
+static int write_copy(int stepfd, const char *name, const void *img, size_t len, int sync,
+                      int die)
 {
     char prefix[48], tmp[80];
     textf(prefix, sizeof prefix, "%s.tmp", name);
     int fd = ddl_tmp_openat(stepfd, prefix, tmp, sizeof tmp);
     if (fd < 0)
         return -1;
+    if (die) { /* DDL_CKPT_FAULT=store: the process ends halfway through */
+        ddl_warn("DDL_CKPT_FAULT=store: the process exits halfway through writing %s", tmp);
+        write_all(fd, img, len / 2);
+        _exit(1);
+    }
     int rc = write_all(fd, img, len) < 0 || (sync && fsync(fd) < 0) ? -1 : 0, e = errno;
     if (close(fd) < 0 && rc == 0)
         rc = -1, e = errno;
@@ -1035,7 +1042,7 @@ static void *store_main(void *arg)
 {
     (void)arg;
     int sfd = open(store.dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (sfd < 0 || write_copy(sfd, store.name, store.img, store.len, 0) < 0)
+    if (sfd < 0 || write_copy(sfd, store.name, store.img, store.len, 0, store.die) < 0)
         ddl_warn("cannot store the partner copy %s/%s: %s (a later restore takes it from the "
                  "partner again)", store.dir, store.name, strerror(errno));
     if (sfd >= 0)
@@ -1059,6 +1066,7 @@ static void store_start(const char *ldir, int64_t sl, int rank, const void *img,
     store.img = img;
     store.len = len;
     store.free_img = 0;
+    store.die = fault("store", rank);
     pthread_mutex_unlock(&held_mu);
     pthread_mutex_lock(&store_mu);
     store.running = pthread_create(&store.thread, NULL, store_main, NULL) == 0;
@@ -1133,7 +1141,7 @@ static ddl_status_t partner_copies(ddl_ckpt_t *ck)
         if (!bufs[r] || ck->err != DDL_OK)
             continue;
         textf(name, sizeof name, "rank-%d.shard", r);
-        if (write_copy(ck->stepfd, name, bufs[r], (size_t)len[r], 0) < 0)
+        if (write_copy(ck->stepfd, name, bufs[r], (size_t)len[r], 0, 0) < 0)
             ck_fail(ck, DDL_ERR_IO, "cannot write rank %d's partner copy %s/%s: %s (errno %d): "
                     "%s", r, ck->stepdir, name, strerror(errno), errno, errno == ENOSPC
                     ? "free space in the node-local checkpoint directory" : "check the storage");

@@ -50,12 +50,24 @@
  *                                written back damaged (one bit): a second
  *                                restore gives every rank a partner copy,
  *                                rank 0's in a second exchange
+ *   ckpt-check storecrash DIR 1|2
+ *                                the node-local level under ddlrun --nodes
+ *                                2: (1) step 1 committed, node 1's own
+ *                                shards removed, a restore; node 1's first
+ *                                rank (DDL_CKPT_FAULT=store) exits halfway
+ *                                through storing the partner copy it got;
+ *                                (2) that rank's shard is not there under
+ *                                its name (only the temporary file), and
+ *                                the next restore takes the partner copy
+ *                                again, with the right bytes
  *
  * Prints "PASS"/"FAIL" lines and exits non-zero on any failure (2: usage).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <glob.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -402,6 +414,67 @@ static void levels_mode(const char *dir, long mib, const char *shared_dir)
     free(r);
 }
 
+/* storecrash_mode: see the top.  Ranks [0, size/2) are node 0; rank size/2
+ * is the first of node 1. */
+static void storecrash_mode(const char *dir, long phase)
+{
+    char local[PATH_MAX], own[PATH_MAX + 64], from[PATH_MAX];
+    const int half = size / 2;
+    const size_t n = 4u << 20;
+    unsigned char *b = malloc(n), *r = malloc(n);
+    ddl_ckpt_t *ck;
+    int64_t rs = -1;
+    int lvl = -1;
+    if (size < 2 || size % 2 || !b || !r) {
+        check(0, "an even number of ranks on 2 nodes, and the buffers");
+        return;
+    }
+    snprintf(local, sizeof local, "%s/local/node-%%n", dir);
+    snprintf(own, sizeof own, "%s/local/node-%d/step-00000001/rank-%d.shard", dir,
+             rank < half ? 0 : 1, rank);
+    setenv("DDL_CKPT_LOCAL_DIR", local, 1);
+    setenv("DDL_CKPT_SHARED_EVERY", "0", 1);
+    fill(b, n, 1, rank);
+    if (phase == 1) {
+        ddl_status_t st = ddl_ckpt_begin(ddl_comm_world(), dir, 1, 2, DDL_CKPT_ASYNC, &ck);
+        expect(st, DDL_OK, "step 1 begins");
+        if (st != DDL_OK)
+            return;
+        expect(ddl_ckpt_write(ck, "model", b, n), DDL_OK, "step 1 copied");
+        expect(ddl_ckpt_commit(ck), DDL_OK, "step 1 committed");
+        int64_t s = -1;
+        expect(ddl_ckpt_wait(&s), DDL_OK, "step 1 commits at ddl_ckpt_wait");
+        if (rank >= half)
+            check(unlink(own) == 0, "node 1: its own shard file of step 1 removed");
+        if (rank == half) /* exits halfway through storing the copy it receives */
+            setenv("DDL_CKPT_FAULT", "store", 1);
+        ddl_barrier(ddl_comm_world());
+        expect(ddl_ckpt_restore(ddl_comm_world(), dir, &rs, from, sizeof from, &lvl), DDL_OK,
+               "step 1 restored");
+        return; /* ddl_finalize() waits for the store: rank size/2 exits 1 there */
+    }
+    if (rank == half) {
+        char tmpl[PATH_MAX + 80];
+        glob_t g;
+        snprintf(tmpl, sizeof tmpl, "%s.tmp.*", own);
+        check(access(own, F_OK) != 0 && errno == ENOENT,
+              "node 1: no shard of this rank under its name after the crash in its store");
+        check(glob(tmpl, 0, NULL, &g) == 0 && g.gl_pathc == 1,
+              "... only the temporary file the crash left");
+        globfree(&g);
+    }
+    ddl_barrier(ddl_comm_world());
+    expect(ddl_ckpt_restore(ddl_comm_world(), dir, &rs, from, sizeof from, &lvl), DDL_OK,
+           "step 1 restored again");
+    if (rank == half)
+        check(rs == 1 && lvl == DDL_CKPT_LEVEL_PARTNER, "node 1: from the partner copy again");
+    memset(r, 0, n);
+    expect(ddl_ckpt_read(from, 1, rank, "model", r, n, NULL), DDL_OK, "... and read");
+    check(!memcmp(b, r, n), "... with this rank's bytes");
+    free(b);
+    free(r);
+}
+
 /* partner_mode: see the top.  Ranks [0, size/2) are node 0. */
 static void partner_mode(const char *dir)
 {
@@ -559,13 +632,14 @@ int main(int argc, char **argv)
     if (argc < 3 || (strcmp(argv[1], "commit") != 0 && strcmp(argv[1], "partner") != 0 &&
                      argc < 4)) {
         fprintf(stderr, "usage: ckpt-check commit DIR | kill DIR K | verify DIR STEP | "
-                "async DIR MIB | levels DIR MIB [SHARED] | partner DIR\n");
+                "async DIR MIB | levels DIR MIB [SHARED] | partner DIR | storecrash DIR 1|2\n");
         return 2;
     }
     const char *mode = argv[1], *dir = argv[2];
     long arg = argc > 3 ? atol(argv[3]) : 0;
     if (strcmp(mode, "commit") && strcmp(mode, "kill") && strcmp(mode, "verify") &&
-        strcmp(mode, "async") && strcmp(mode, "levels") && strcmp(mode, "partner")) {
+        strcmp(mode, "async") && strcmp(mode, "levels") && strcmp(mode, "partner") &&
+        strcmp(mode, "storecrash")) {
         fprintf(stderr, "ckpt-check: unknown mode '%s'\n", mode);
         return 2;
     }
@@ -586,6 +660,8 @@ int main(int argc, char **argv)
         levels_mode(dir, arg, argc > 4 ? argv[4] : NULL);
     else if (!strcmp(mode, "partner"))
         partner_mode(dir);
+    else if (!strcmp(mode, "storecrash"))
+        storecrash_mode(dir, arg);
     else
         async_mode(dir, arg);
     if (strcmp(mode, "async") != 0)

@@ -9,7 +9,10 @@
 # is printed (64 MiB per rank; measured, not checked); with the async
 # node-local level (2 nodes) a commit returns before its partner's, the
 # copies arrive in each other node's directory, and an abort during the
-# transfer fails that checkpoint's ddl_ckpt_wait() instead of hanging.
+# transfer fails that checkpoint's ddl_ckpt_wait() instead of hanging; a
+# rank that exits while it stores a restored partner copy
+# (DDL_CKPT_FAULT=store) leaves no partial shard under its name, and the
+# next restore takes the partner copy again.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 CKPT_CHECK="$top_builddir/tests/helpers/ckpt-check"
 
@@ -61,6 +64,22 @@ rc=$?
 t_ok $rc "ckpt-check partner on 4 ranks, 2 nodes: async partner copies in the background"
 [ $rc -eq 0 ] || show_failure
 grep 'step 2: ' "$T_TMP/out" | sed 's/^/# /'
+
+# a process that ends while it stores a restored partner copy leaves no
+# partial shard under its name: the next restore takes the partner's again
+dir="$T_TMP/ckpt-storecrash"
+mkdir -p "$dir"
+t_run 120 "$DDLRUN" -n 4 --nodes 2 "$CKPT_CHECK" storecrash "$dir" 1
+rc=$?
+t_ok $([ $rc -ne 0 ] && [ $rc -ne 124 ]; echo $?) \
+    "storecrash: rank 2 exits halfway through storing its restored partner copy (exit $rc)"
+t_like "$T_TMP/err" "DDL_CKPT_FAULT=store: the process exits halfway through writing rank-2\.shard\.tmp\." \
+    "... while writing its temporary file"
+t_run 120 "$DDLRUN" -n 4 --nodes 2 "$CKPT_CHECK" storecrash "$dir" 2
+rc=$?
+t_ok $rc "storecrash: no partial shard under its name; the next restore takes the partner copy again"
+[ $rc -eq 0 ] || show_failure
+t_ok $(! grep -q "not used" "$T_TMP/err"; echo $?) "... without finding a damaged copy"
 
 t_run 10 "$CKPT_CHECK" bogus "$T_TMP/x"
 t_is $? 2 "ckpt-check with an unknown mode -> usage"
