@@ -349,15 +349,22 @@ static void shard_path(char *buf, size_t len, const char *dir, int64_t step, int
     textf(buf, len, "%s/step-%08" PRId64 "/rank-%d.shard", dir, step, rank);
 }
 
-/* write_file_atomic: a fresh NAME.tmp.XXXXXXXXXXXX in dfd (mode 0600, no
- * link followed), fsync, renamed to name, fsync of dfd.  errors: -1 with
- * errno, *what naming the failing step and tmp the temporary name. */
 /* Set around the node-local level's writes: no fsync there (see
  * ddl_ckpt_t.local).  Only the collectives thread writes manifests. */
 static int atomic_nosync;
 
-static int write_file_atomic(int dfd, const char *name, const char *text, int rename_fault,
-                             const char **what, char *tmp, size_t tmplen)
+enum { W_RENAME = 1, W_DIE }; /* write_atomic's injected faults */
+
+/* write_atomic: len bytes of buf as name in dfd, through a fresh
+ * NAME.tmp.XXXXXXXXXXXX (mode 0600, no link followed) renamed to name, so
+ * that a process that ends inside the write leaves no partial file under
+ * name, only a temporary one; with sync, the file and then dfd fsync'd.
+ * fault: W_RENAME fails the rename with EIO; W_DIE (DDL_CKPT_FAULT=store)
+ * makes the process _exit(1) halfway through the write.  errors: -1 with
+ * errno (the temporary file removed), *what naming the failing step and tmp
+ * the temporary name. */
+static int write_atomic(int dfd, const char *name, const void *buf, size_t len, int sync,
+                        int fault, const char **what, char *tmp, size_t tmplen)
 {
     char prefix[64];
     textf(prefix, sizeof prefix, "%s.tmp", name);
@@ -366,23 +373,31 @@ static int write_file_atomic(int dfd, const char *name, const char *text, int re
     int fd = ddl_tmp_openat(dfd, prefix, tmp, tmplen);
     if (fd < 0)
         return -1;
+    if (fault == W_DIE) {
+        ddl_warn("DDL_CKPT_FAULT=store: the process exits halfway through writing %s", tmp);
+        write_all(fd, buf, len / 2);
+        _exit(1);
+    }
     *what = "write";
-    if (write_all(fd, text, strlen(text)) < 0)
+    if (write_all(fd, buf, len) < 0)
         goto fail;
     *what = "fsync";
-    if (!atomic_nosync && fsync(fd) < 0)
+    if (sync && fsync(fd) < 0)
         goto fail;
-    close(fd);
+    *what = "close";
+    int rc = close(fd);
     fd = -1;
+    if (rc < 0)
+        goto fail;
     *what = "rename";
-    if (rename_fault) {
+    if (fault == W_RENAME) {
         errno = EIO;
         goto fail;
     }
     if (renameat(dfd, tmp, dfd, name) < 0)
         goto fail;
     *what = "fsync the directory of";
-    return atomic_nosync ? 0 : fsync(dfd);
+    return sync ? fsync(dfd) : 0;
 fail:;
     int e = errno;
     if (fd >= 0)
@@ -390,6 +405,15 @@ fail:;
     unlinkat(dfd, tmp, 0);
     errno = e;
     return -1;
+}
+
+/* write_file_atomic: text as name in dfd (write_atomic), fsync'd unless
+ * atomic_nosync. */
+static int write_file_atomic(int dfd, const char *name, const char *text, int rename_fault,
+                             const char **what, char *tmp, size_t tmplen)
+{
+    return write_atomic(dfd, name, text, strlen(text), !atomic_nosync,
+                        rename_fault ? W_RENAME : 0, what, tmp, tmplen);
 }
 
 /* ---- reading the latest pointer and manifests ---- */
@@ -1005,35 +1029,16 @@ static int node_leader(const ddl_comm_t *comm)
     return comm->rank;
 }
 
-/* write_copy: a received shard image as name in the step directory,
- * fsync'd if sync: written under a temporary name (NAME.tmp.XXXXXXXXXXXX)
- * and renamed, so that a process that ends inside the write (killed, or an
- * exit without ddl_finalize() while the restore's copy is stored) leaves no
- * partial shard under its name, only a temporary file that goes with the
- * step directory. */
-static int write_copy(int stepfd, const char *name, const void *img, size_t len, int sync,
-                      int die)
+/* write_copy: a received shard image as name in the step directory, not
+ * fsync'd (write_atomic: a process that ends inside the write, killed or
+ * exiting without ddl_finalize() while the restore's copy is stored,
+ * leaves no partial shard under its name, only a temporary file that goes
+ * with the step directory).  die: DDL_CKPT_FAULT=store. */
+static int write_copy(int stepfd, const char *name, const void *img, size_t len, int die)
 {
-    char prefix[48], tmp[80];
-    textf(prefix, sizeof prefix, "%s.tmp", name);
-    int fd = ddl_tmp_openat(stepfd, prefix, tmp, sizeof tmp);
-    if (fd < 0)
-        return -1;
-    if (die) { /* DDL_CKPT_FAULT=store: the process ends halfway through */
-        ddl_warn("DDL_CKPT_FAULT=store: the process exits halfway through writing %s", tmp);
-        write_all(fd, img, len / 2);
-        _exit(1);
-    }
-    int rc = write_all(fd, img, len) < 0 || (sync && fsync(fd) < 0) ? -1 : 0, e = errno;
-    if (close(fd) < 0 && rc == 0)
-        rc = -1, e = errno;
-    if (rc == 0 && renameat(stepfd, tmp, stepfd, name) < 0)
-        rc = -1, e = errno;
-    if (rc < 0) {
-        unlinkat(stepfd, tmp, 0);
-        errno = e;
-    }
-    return rc;
+    const char *what;
+    char tmp[96];
+    return write_atomic(stepfd, name, img, len, 0, die ? W_DIE : 0, &what, tmp, sizeof tmp);
 }
 
 static pthread_mutex_t store_mu = PTHREAD_MUTEX_INITIALIZER; /* running, the join */
@@ -1042,7 +1047,7 @@ static void *store_main(void *arg)
 {
     (void)arg;
     int sfd = open(store.dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (sfd < 0 || write_copy(sfd, store.name, store.img, store.len, 0, store.die) < 0)
+    if (sfd < 0 || write_copy(sfd, store.name, store.img, store.len, store.die) < 0)
         ddl_warn("cannot store the partner copy %s/%s: %s (a later restore takes it from the "
                  "partner again)", store.dir, store.name, strerror(errno));
     if (sfd >= 0)
@@ -1141,7 +1146,7 @@ static ddl_status_t partner_copies(ddl_ckpt_t *ck)
         if (!bufs[r] || ck->err != DDL_OK)
             continue;
         textf(name, sizeof name, "rank-%d.shard", r);
-        if (write_copy(ck->stepfd, name, bufs[r], (size_t)len[r], 0, 0) < 0)
+        if (write_copy(ck->stepfd, name, bufs[r], (size_t)len[r], 0) < 0)
             ck_fail(ck, DDL_ERR_IO, "cannot write rank %d's partner copy %s/%s: %s (errno %d): "
                     "%s", r, ck->stepdir, name, strerror(errno), errno, errno == ENOSPC
                     ? "free space in the node-local checkpoint directory" : "check the storage");
