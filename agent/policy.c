@@ -43,6 +43,14 @@ static uint32_t backoff(uint32_t used)
     return DDL_POLICY_BACKOFF_MS << shift;
 }
 
+uint32_t ddl_policy_revive_retry_ms(uint32_t tries)
+{
+    uint32_t wait = DDL_REVIVE_RETRY_MS;
+    for (uint32_t t = 1; t < tries && wait < DDL_REVIVE_RETRY_MAX_MS; t++)
+        wait *= 2;
+    return wait < DDL_REVIVE_RETRY_MAX_MS ? wait : DDL_REVIVE_RETRY_MAX_MS;
+}
+
 void ddl_policy_decide(const ddl_policy_cfg_t *cfg, ddl_policy_state_t *st, int cls,
                        int wstatus, int64_t ckpt, int world_formed, ddl_decision_t *out)
 {

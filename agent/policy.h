@@ -18,6 +18,15 @@
                                    * (the first restart is at once: a failure after a
                                    * healthy run costs no wait; a crash loop backs off) */
 
+/* Under Slurm the leader starts a lost node's part of the step again
+ * (agent/revive.c): the first srun this long after the loss (a node that
+ * froze or was cut off comes back by itself sooner), then, after each srun
+ * that ended with the node still lost, DDL_REVIVE_RETRY_MS doubling up to
+ * DDL_REVIVE_RETRY_MAX_MS (ddl_policy_revive_retry_ms). */
+#define DDL_REVIVE_FIRST_MS 5000
+#define DDL_REVIVE_RETRY_MS 10000
+#define DDL_REVIVE_RETRY_MAX_MS 60000
+
 typedef struct {
     uint32_t restarts;   /* restarts allowed (--ddl-restarts) */
     uint32_t crash_loop; /* failures in a row without checkpoint progress that stop the
@@ -61,5 +70,10 @@ int ddl_policy_wants_world(const ddl_policy_cfg_t *cfg, const ddl_policy_state_t
  * used, checkpoint progress). */
 void ddl_policy_decide(const ddl_policy_cfg_t *cfg, ddl_policy_state_t *st, int cls,
                        int wstatus, int64_t ckpt, int world_formed, ddl_decision_t *out);
+
+/* ddl_policy_revive_retry_ms: the wait before the next srun that starts a
+ * lost node's part again, after the srun of try `tries` (1, 2, ...) ended
+ * with the node still lost: 10 s, 20 s, 40 s, then 60 s. */
+uint32_t ddl_policy_revive_retry_ms(uint32_t tries);
 
 #endif

@@ -15,11 +15,11 @@
  * reaches only the first task: never a command line or the environment.
  * Its agent asks the step's agents to take the node back (restarted(),
  * recovery.c); the leader takes it as a spare and the world grows back onto
- * it at the next checkpoint.  The first try comes REVIVE_FIRST_MS after the
- * loss (a node that froze or was cut off comes back by itself sooner), then
- * REVIVE_RETRY_MS after each srun that ended with the node still lost,
- * doubling up to REVIVE_RETRY_MAX_MS, for DDL_REVIVE_GIVE_UP_S at most (an
- * srun started while the node is down does not fail at once: Slurm 22.05's
+ * it at the next checkpoint.  The first try comes 5 s after the loss (a
+ * node that froze or was cut off comes back by itself sooner), then, after
+ * each srun that ended with the node still lost, a wait that doubles from
+ * 10 s to 60 s (policy.h: DDL_REVIVE_*, ddl_policy_revive_retry_ms), for
+ * DDL_REVIVE_GIVE_UP_S at most (an srun started while the node is down does not fail at once: Slurm 22.05's
  * launch waits for the node's slurmd, and the srun starts the node's part
  * once it is back; t0042 starts n3's slurmd 2 s after it); an srun whose
  * node has not come back within DDL_REVIVE_WAIT_S is stopped, and so is the
@@ -51,9 +51,6 @@
 #include "agent_int.h"
 #include "log.h"
 
-#define REVIVE_FIRST_MS 5000      /* after the loss: the first srun */
-#define REVIVE_RETRY_MS 10000     /* after an srun that ended with the node still lost, */
-#define REVIVE_RETRY_MAX_MS 60000 /* doubling up to this */
 #define REVIVE_KILL_MS 10000     /* SIGKILL to an srun this long after its SIGTERM */
 #define REVIVE_SCAN_MS 1000      /* the leader looks at its lost nodes this often */
 #define REVIVE_RELEASE_MS 2000    /* the old step cancelled this long after the leader left */
@@ -280,7 +277,7 @@ int64_t revive_check(agent_t *a)
                    a->peers[n].state == DDL_PEER_LOST;
         if (lost && !r->since) {
             r->since = now;
-            r->next = now + REVIVE_FIRST_MS;
+            r->next = now + DDL_REVIVE_FIRST_MS;
         } else if (!lost) {
             r->since = 0;
             r->tries = 0;
@@ -296,10 +293,7 @@ int64_t revive_check(agent_t *a)
             char how[128];
             if (waitpid(r->pid, &st, WNOHANG) == r->pid) {
                 if (lost && !r->linked) {
-                    int64_t wait = REVIVE_RETRY_MS;
-                    for (uint32_t t = 1; t < r->tries && wait < REVIVE_RETRY_MAX_MS; t++)
-                        wait *= 2;
-                    wait = wait < REVIVE_RETRY_MAX_MS ? wait : REVIVE_RETRY_MAX_MS;
+                    int64_t wait = ddl_policy_revive_retry_ms(r->tries);
                     r->next = now + wait;
                     ddl_warn("node %u (%s): srun to start it again (try %u) %s before the node "
                              "came back; next try in %d s", n, a->peers[n].host, r->tries,
@@ -329,7 +323,7 @@ int64_t revive_check(agent_t *a)
                                  o->revive_wait_s, (int)r->pid);
                     if (r->linked) { /* a new loss: its own first try, its own clock */
                         r->since = now;
-                        r->next = now + REVIVE_FIRST_MS;
+                        r->next = now + DDL_REVIVE_FIRST_MS;
                         r->tries = 0;
                     }
                     kill(r->pid, SIGTERM);
@@ -354,7 +348,7 @@ int64_t revive_check(agent_t *a)
             continue;
         }
         if (now >= r->next && spawn(a, n) < 0)
-            r->next = now + REVIVE_RETRY_MS;
+            r->next = now + DDL_REVIVE_RETRY_MS;
         WAKE(r->pid > 0 ? now + 1000 : r->next);
     }
 #undef WAKE

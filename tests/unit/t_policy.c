@@ -1,6 +1,7 @@
 /* t_policy: the recovery policy (agent/policy.c): budget, backoff, the
- * crash-loop guard, the exit status of a step that stops, and which
- * failure of a window is the root cause. */
+ * crash-loop guard, the exit status of a step that stops, which failure
+ * of a window is the root cause, and the waits between the sruns that
+ * start a lost node's part again. */
 #include "config.h"
 
 #include <string.h>
@@ -151,6 +152,20 @@ static void test_prefer(void)
        "of equal causes the first stays");
 }
 
+static void test_revive_retry(void)
+{
+    uint32_t w[7];
+    for (uint32_t t = 0; t < 7; t++)
+        w[t] = ddl_policy_revive_retry_ms(t);
+    ok(w[1] == 10000 && w[2] == 20000 && w[3] == 40000,
+       "a lost node's next srun: 10 s after the first ended, then 20 s, 40 s (%u, %u, %u)", w[1],
+       w[2], w[3]);
+    ok(w[4] == 60000 && w[5] == 60000 && w[6] == 60000,
+       "the wait stops doubling at 60 s (%u, %u, %u)", w[4], w[5], w[6]);
+    is(w[0], 10000, "no try counted yet: the first wait");
+    is(ddl_policy_revive_retry_ms(UINT32_MAX), 60000, "a try count that never fits: 60 s");
+}
+
 int main(void)
 {
     plan(NO_PLAN);
@@ -160,5 +175,6 @@ int main(void)
     test_crash_loop();
     test_names();
     test_prefer();
+    test_revive_retry();
     return done_testing();
 }
