@@ -191,6 +191,7 @@ static struct {
     size_t len;
     int free_img; /* held released it meanwhile: the thread frees it */
     int die;      /* DDL_CKPT_FAULT=store for this rank */
+    int slow;     /* DDL_CKPT_FAULT=slowstore for this rank */
 } store;
 
 static void held_release_locked(void)
@@ -1046,6 +1047,11 @@ static pthread_mutex_t store_mu = PTHREAD_MUTEX_INITIALIZER; /* running, the joi
 static void *store_main(void *arg)
 {
     (void)arg;
+    if (store.slow) {
+        ddl_warn("DDL_CKPT_FAULT=slowstore: the store of %s/%s starts 1 s late", store.dir,
+                 store.name);
+        sleep(1);
+    }
     int sfd = open(store.dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sfd < 0 || write_copy(sfd, store.name, store.img, store.len, store.die) < 0)
         ddl_warn("cannot store the partner copy %s/%s: %s (a later restore takes it from the "
@@ -1053,6 +1059,9 @@ static void *store_main(void *arg)
     if (sfd >= 0)
         close(sfd);
     pthread_mutex_lock(&held_mu);
+    if (store.slow)
+        ddl_warn("DDL_CKPT_FAULT=slowstore: %s stored %s the program had read every buffer of "
+                 "it", store.name, store.free_img ? "after" : "before");
     if (store.free_img)
         big_free((void *)store.img, store.len);
     store.img = NULL;
@@ -1072,6 +1081,7 @@ static void store_start(const char *ldir, int64_t sl, int rank, const void *img,
     store.len = len;
     store.free_img = 0;
     store.die = fault("store", rank);
+    store.slow = fault("slowstore", rank);
     pthread_mutex_unlock(&held_mu);
     pthread_mutex_lock(&store_mu);
     store.running = pthread_create(&store.thread, NULL, store_main, NULL) == 0;

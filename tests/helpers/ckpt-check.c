@@ -59,7 +59,11 @@
  *                                (2) that rank's shard is not there under
  *                                its name (only the temporary file), and
  *                                the next restore takes the partner copy
- *                                again, with the right bytes
+ *                                again, with the right bytes; that rank
+ *                                stores it 1 s late (DDL_CKPT_FAULT=
+ *                                slowstore), after it read every buffer,
+ *                                and a third restore finds it complete on
+ *                                its own node
  *
  * Prints "PASS"/"FAIL" lines and exits non-zero on any failure (2: usage).
  */
@@ -463,11 +467,21 @@ static void storecrash_mode(const char *dir, long phase)
               "... only the temporary file the crash left");
         globfree(&g);
     }
+    if (rank == half) /* the program reads every buffer before the store has begun */
+        setenv("DDL_CKPT_FAULT", "slowstore", 1);
     ddl_barrier(ddl_comm_world());
     expect(ddl_ckpt_restore(ddl_comm_world(), dir, &rs, from, sizeof from, &lvl), DDL_OK,
            "step 1 restored again");
     if (rank == half)
         check(rs == 1 && lvl == DDL_CKPT_LEVEL_PARTNER, "node 1: from the partner copy again");
+    memset(r, 0, n);
+    expect(ddl_ckpt_read(from, 1, rank, "model", r, n, NULL), DDL_OK, "... and read");
+    check(!memcmp(b, r, n), "... with this rank's bytes");
+    /* the next restore waits for that store: the copy is then whole on node 1 */
+    ddl_barrier(ddl_comm_world());
+    expect(ddl_ckpt_restore(ddl_comm_world(), dir, &rs, from, sizeof from, &lvl), DDL_OK,
+           "step 1 restored a third time");
+    check(rs == 1 && lvl == DDL_CKPT_LEVEL_LOCAL, "... from this rank's own node");
     memset(r, 0, n);
     expect(ddl_ckpt_read(from, 1, rank, "model", r, n, NULL), DDL_OK, "... and read");
     check(!memcmp(b, r, n), "... with this rank's bytes");

@@ -80,6 +80,8 @@ rc=$?
 t_ok $rc "storecrash: no partial shard under its name; the next restore takes the partner copy again"
 [ $rc -eq 0 ] || show_failure
 t_ok $(! grep -q "not used" "$T_TMP/err"; echo $?) "... without finding a damaged copy"
+t_like "$T_TMP/err" "DDL_CKPT_FAULT=slowstore: rank-2\.shard stored after the program had read every buffer of it" \
+    "... stored after the program read it: the store freed the restore's image"
 
 t_run 10 "$CKPT_CHECK" bogus "$T_TMP/x"
 t_is $? 2 "ckpt-check with an unknown mode -> usage"
