@@ -47,8 +47,10 @@ static struct {
 } ucx = {.efd = -1};
 
 /* A context that could not be cleaned up (see ddl_ucx_fini), kept
- * reachable until the process exits. */
-static ucp_context_h abandoned_ucp;
+ * reachable until the process exits.  volatile: the compiler dropped the
+ * store to a variable nothing reads, and valgrind reported the context
+ * "definitely lost" on every rank that had aborted a transfer. */
+static ucp_context_h volatile abandoned_ucp;
 
 /* Serialises every use of the worker and the context (see the top). */
 static pthread_mutex_t ucx_mu = PTHREAD_MUTEX_INITIALIZER;

@@ -431,7 +431,7 @@ static void storecrash_mode(const char *dir, long phase)
     int lvl = -1;
     if (size < 2 || size % 2 || !b || !r) {
         check(0, "an even number of ranks on 2 nodes, and the buffers");
-        return;
+        goto out;
     }
     snprintf(local, sizeof local, "%s/local/node-%%n", dir);
     snprintf(own, sizeof own, "%s/local/node-%d/step-00000001/rank-%d.shard", dir,
@@ -443,7 +443,7 @@ static void storecrash_mode(const char *dir, long phase)
         ddl_status_t st = ddl_ckpt_begin(ddl_comm_world(), dir, 1, 2, DDL_CKPT_ASYNC, &ck);
         expect(st, DDL_OK, "step 1 begins");
         if (st != DDL_OK)
-            return;
+            goto out;
         expect(ddl_ckpt_write(ck, "model", b, n), DDL_OK, "step 1 copied");
         expect(ddl_ckpt_commit(ck), DDL_OK, "step 1 committed");
         int64_t s = -1;
@@ -455,7 +455,7 @@ static void storecrash_mode(const char *dir, long phase)
         ddl_barrier(ddl_comm_world());
         expect(ddl_ckpt_restore(ddl_comm_world(), dir, &rs, from, sizeof from, &lvl), DDL_OK,
                "step 1 restored");
-        return; /* ddl_finalize() waits for the store: rank size/2 exits 1 there */
+        goto out; /* ddl_finalize() waits for the store: rank size/2 exits 1 there */
     }
     if (rank == half) {
         char tmpl[PATH_MAX + 80];
@@ -485,6 +485,7 @@ static void storecrash_mode(const char *dir, long phase)
     memset(r, 0, n);
     expect(ddl_ckpt_read(from, 1, rank, "model", r, n, NULL), DDL_OK, "... and read");
     check(!memcmp(b, r, n), "... with this rank's bytes");
+out:
     free(b);
     free(r);
 }
