@@ -280,12 +280,12 @@ void handle_roster(agent_t *a, const ddl_msg_t *m);
 void takeover(agent_t *a); /* may block: about 2 x (node timeout + 1 s) per round */
 void finish_takeover(agent_t *a);
 int restarted(agent_t *a);                               /* --rejoin: ask to be taken back */
-void rejoin(agent_t *a);
+void rejoin(agent_t *a);                                 /* ask the old leader again */
 /* revive.c */
 void revive_init(agent_t *a);      /* under Slurm: the step's command, for lost nodes */
 void revive_free(agent_t *a);
 int64_t revive_check(agent_t *a);  /* srun for lost nodes; when to look again (0: no need) */
-int revive_release(agent_t *a);    /* at the end: 1 once this agent may exit */                                 /* ask the old leader again */
+int revive_release(agent_t *a);    /* at the end: 1 once this agent may exit */
 int retired(const agent_t *a, uint32_t node);            /* back too often: never given ranks */
 
 /* exchange.c */
