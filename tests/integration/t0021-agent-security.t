@@ -18,4 +18,6 @@
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 ATTACK="$top_builddir/tests/helpers/agent-attack"
 [ -x "$ATTACK" ] || t_skip_all "agent-attack not built"
-exec timeout 180 "$ATTACK" "$DDL_AGENT"
+# not exec: lib.sh's exit trap removes $T_TMP (and anything left running)
+timeout 180 "$ATTACK" "$DDL_AGENT"
+exit $?
