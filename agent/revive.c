@@ -19,8 +19,9 @@
  * node that froze or was cut off comes back by itself sooner), then, after
  * each srun that ended with the node still lost, a wait that doubles from
  * 10 s to 60 s (policy.h: DDL_REVIVE_*, ddl_policy_revive_retry_ms), for
- * DDL_REVIVE_GIVE_UP_S at most (an srun started while the node is down does not fail at once: Slurm 22.05's
- * launch waits for the node's slurmd, and the srun starts the node's part
+ * DDL_REVIVE_GIVE_UP_S at most (an srun started while the node is down
+ * does not fail at once: Slurm 22.05's launch waits for the node's
+ * slurmd, and the srun starts the node's part
  * once it is back; t0042 starts n3's slurmd 2 s after it); an srun whose
  * node has not come back within DDL_REVIVE_WAIT_S is stopped, and so is the
  * srun of a node lost again (its tasks are gone; srun would wait for them),
